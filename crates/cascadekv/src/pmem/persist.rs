@@ -1,0 +1,447 @@
+//! The persistence seam: write / flush(range) / fence.
+//!
+//! Every byte CascadeKV makes durable goes through [`Mem`]: a mapped region with one
+//! of three backends.
+//!
+//! * [`Backend::Dax`] — persistent memory mapped with `MAP_SHARED_VALIDATE | MAP_SYNC`;
+//!   `flush` issues `clwb` (or `clflushopt` / `clflush`, chosen by CPUID) per 64 B line,
+//!   `fence` is `sfence`.
+//! * [`Backend::Msync`] — an ordinary file (or a file on `/dev/shm`) mapped shared;
+//!   `flush` records the page range in the caller's [`FlushSet`], `fence` calls
+//!   `msync(MS_SYNC)` on the batched, merged ranges.
+//! * [`Backend::Sim`] — a simulated device for tests (see [`super::sim`]) that tracks
+//!   every line as dirty / flushed / fenced and can produce crash images.
+//!
+//! Invariants and threading: `Mem` is `Sync`; any thread may write, provided no two
+//! threads write the same bytes concurrently and nobody reads bytes while they are
+//! being written. The engine guarantees this by ownership: a chunk belongs to one
+//! writer (a thread-exclusive log, a table builder, the allocator under its lock) until
+//! it is published, and published bytes are immutable until their chunk is freed,
+//! which happens only after every reader that could hold its address is gone.
+//! A [`FlushSet`] belongs to one thread; `fence` makes durable what that set flushed.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use super::sim::SimDevice;
+use crate::error::{Error, Result};
+
+/// Size of a CPU cache line, the unit of persistence on a DAX device.
+pub const LINE: u64 = 64;
+const PAGE: u64 = 4096;
+
+/// How persistence is carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// DAX persistent memory: cache-line flushes and a store fence.
+    Dax,
+    /// Ordinary shared file mapping: `msync` on fence.
+    Msync,
+    /// Simulated device (tests).
+    Sim,
+}
+
+/// Cache-line write-back instruction chosen at start-up by CPUID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushInsn {
+    /// `clwb`: write back, keep the line cached.
+    Clwb,
+    /// `clflushopt`: write back and invalidate, weakly ordered.
+    ClflushOpt,
+    /// `clflush`: write back and invalidate, ordered.
+    Clflush,
+}
+
+/// Ranges one thread has flushed but not yet fenced.
+#[derive(Debug, Default)]
+pub struct FlushSet {
+    /// Page- or line-aligned `[start, end)` ranges, merged when adjacent.
+    ranges: Vec<(u64, u64)>,
+}
+
+impl FlushSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn add(&mut self, start: u64, end: u64) {
+        if let Some(last) = self.ranges.last_mut() {
+            if start <= last.1 && end >= last.0 {
+                last.0 = last.0.min(start);
+                last.1 = last.1.max(end);
+                return;
+            }
+        }
+        self.ranges.push((start, end));
+    }
+
+    /// True when nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    pub(crate) fn take(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.ranges)
+    }
+}
+
+/// A mapped region plus its persistence backend.
+pub struct Mem {
+    base: *mut u8,
+    len: u64,
+    backend: Backend,
+    insn: FlushInsn,
+    /// Keeps the mapped file open (file backends).
+    file: Option<File>,
+    sim: Option<Arc<SimDevice>>,
+}
+
+// SAFETY: `Mem` hands out access to a shared mapping; the module invariant (disjoint
+// writers, no reads of bytes being written) is what makes cross-thread use sound, and
+// every accessor is bounds-checked against `len`.
+unsafe impl Send for Mem {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Mem {}
+
+impl std::fmt::Debug for Mem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mem")
+            .field("len", &self.len)
+            .field("backend", &self.backend)
+            .finish()
+    }
+}
+
+impl Mem {
+    /// Maps `file` (already sized to `len`) shared. With `want_dax`, tries
+    /// `MAP_SHARED_VALIDATE | MAP_SYNC` first and falls back to a plain shared mapping
+    /// when the kernel or file system refuses it; `require_dax` turns that fallback into
+    /// an error.
+    pub fn map_file(file: File, len: u64, want_dax: bool, require_dax: bool) -> Result<Self> {
+        let size =
+            usize::try_from(len).map_err(|_| Error::invalid("pool larger than address space"))?;
+        let fd = file.as_raw_fd();
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let mut backend = Backend::Msync;
+        let mut ptr = libc::MAP_FAILED;
+        if want_dax {
+            // SAFETY: plain mmap call on a valid fd; the result is checked below.
+            ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    prot,
+                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                    fd,
+                    0,
+                )
+            };
+            if ptr != libc::MAP_FAILED {
+                backend = Backend::Dax;
+            } else if require_dax {
+                return Err(Error::io(
+                    "mapping the pool with MAP_SYNC (DAX was required)",
+                    std::io::Error::last_os_error(),
+                ));
+            }
+        }
+        if ptr == libc::MAP_FAILED {
+            // SAFETY: as above.
+            ptr = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, libc::MAP_SHARED, fd, 0) };
+            if ptr == libc::MAP_FAILED {
+                return Err(Error::io(
+                    "mapping the pool file",
+                    std::io::Error::last_os_error(),
+                ));
+            }
+        }
+        Ok(Mem {
+            base: ptr.cast::<u8>(),
+            len,
+            backend,
+            insn: detect_flush_insn(),
+            file: Some(file),
+            sim: None,
+        })
+    }
+
+    /// Wraps a simulated device.
+    pub fn sim(dev: Arc<SimDevice>) -> Self {
+        Mem {
+            base: dev.base_ptr(),
+            len: dev.len(),
+            backend: Backend::Sim,
+            insn: FlushInsn::Clflush,
+            file: None,
+            sim: Some(dev),
+        }
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The cache-line flush instruction (meaningful for [`Backend::Dax`]).
+    pub fn flush_insn(&self) -> FlushInsn {
+        self.insn
+    }
+
+    /// Length of the region in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The simulated device behind this region, if any.
+    pub fn sim_device(&self) -> Option<&Arc<SimDevice>> {
+        self.sim.as_ref()
+    }
+
+    fn check(&self, off: u64, len: u64) -> Result<()> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::invalid(format!(
+                "pool access [{off}, +{len}) outside the {}-byte pool",
+                self.len
+            ))),
+        }
+    }
+
+    /// Copies `data` to `off`. Not durable until flushed and fenced.
+    pub fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.check(off, data.len() as u64)?;
+        // SAFETY: bounds checked above; the caller owns these bytes (module invariant),
+        // so no other thread reads or writes them concurrently.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off as usize), data.len());
+        }
+        if let Some(sim) = &self.sim {
+            sim.note_write(off, data.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// Borrows `len` bytes at `off`.
+    ///
+    /// The caller must only read published bytes (module invariant); the borrow lives
+    /// as long as `self`, and the engine's reclamation keeps chunks alive while read.
+    pub fn read(&self, off: u64, len: u64) -> Result<&[u8]> {
+        self.check(off, len)?;
+        // SAFETY: bounds checked; the mapping lives as long as `self`; the bytes are
+        // not written while borrowed (module invariant).
+        Ok(unsafe { std::slice::from_raw_parts(self.base.add(off as usize), len as usize) })
+    }
+
+    /// Starts write-back of `[off, off+len)`; durable after the next [`Mem::fence`]
+    /// on the same `set`.
+    pub fn flush(&self, set: &mut FlushSet, off: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let end = off.saturating_add(len).min(self.len);
+        match self.backend {
+            Backend::Dax => {
+                let mut line = off & !(LINE - 1);
+                while line < end {
+                    // SAFETY: `line` lies inside the mapping (clamped to `len`).
+                    unsafe { flush_line(self.insn, self.base.add(line as usize)) };
+                    line += LINE;
+                }
+            }
+            Backend::Msync => set.add(off & !(PAGE - 1), end.div_ceil(PAGE) * PAGE),
+            Backend::Sim => set.add(off & !(LINE - 1), end.div_ceil(LINE) * LINE),
+        }
+    }
+
+    /// Makes every range flushed through `set` durable.
+    pub fn fence(&self, set: &mut FlushSet) -> Result<()> {
+        match self.backend {
+            Backend::Dax => {
+                set.take();
+                sfence();
+                Ok(())
+            }
+            Backend::Msync => {
+                for (start, end) in set.take() {
+                    let end = end.min(self.len);
+                    // SAFETY: page-aligned range inside the mapping.
+                    let rc = unsafe {
+                        libc::msync(
+                            self.base.add(start as usize).cast(),
+                            (end - start) as usize,
+                            libc::MS_SYNC,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(Error::io(
+                            "msync of the pool",
+                            std::io::Error::last_os_error(),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Backend::Sim => match &self.sim {
+                Some(sim) => sim.fence(&set.take()),
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Reserves backing storage for `[off, off+len)` so that a full disk shows up
+    /// here, as an error, instead of as a fault when the mapping is first written.
+    pub fn reserve(&self, off: u64, len: u64) -> Result<()> {
+        self.check(off, len)?;
+        if let Some(f) = &self.file {
+            // SAFETY: plain syscall on a valid fd; arguments are in range (checked).
+            let rc = unsafe {
+                libc::posix_fallocate(f.as_raw_fd(), off as libc::off_t, len as libc::off_t)
+            };
+            if rc != 0 {
+                return Err(Error::io(
+                    format!("reserving {len} bytes of the pool file (disk full?)"),
+                    std::io::Error::from_raw_os_error(rc),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes, flushes and fences `data` at `off` in one call.
+    pub fn persist(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.write(off, data)?;
+        let mut set = FlushSet::new();
+        self.flush(&mut set, off, data.len() as u64);
+        self.fence(&mut set)
+    }
+
+    /// On the simulated device, fails if any line of the range is not yet fenced.
+    /// A no-op on real backends (they cannot tell).
+    pub fn check_durable(&self, off: u64, len: u64) -> Result<()> {
+        match &self.sim {
+            Some(sim) if !sim.is_durable(off, len) => Err(Error::Internal(format!(
+                "acknowledged range [{off}, +{len}) has unfenced lines"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Flushes the whole mapping (used at clean shutdown).
+    pub fn sync_all(&self) -> Result<()> {
+        let mut set = FlushSet::new();
+        match self.backend {
+            Backend::Msync => set.add(0, self.len),
+            _ => return Ok(()),
+        }
+        self.fence(&mut set)
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        if self.sim.is_none() {
+            // SAFETY: `base`/`len` came from a successful mmap and nothing borrows the
+            // mapping any more (borrows are tied to `&self`).
+            unsafe {
+                libc::munmap(self.base.cast(), self.len as usize);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_flush_insn() -> FlushInsn {
+    // CPUID leaf 7, sub-leaf 0: EBX bit 24 = CLWB, bit 23 = CLFLUSHOPT.
+    let r = std::arch::x86_64::__cpuid_count(7, 0);
+    if r.ebx & (1 << 24) != 0 {
+        FlushInsn::Clwb
+    } else if r.ebx & (1 << 23) != 0 {
+        FlushInsn::ClflushOpt
+    } else {
+        FlushInsn::Clflush
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_flush_insn() -> FlushInsn {
+    FlushInsn::Clflush
+}
+
+/// # Safety
+/// `p` must point into a live mapping.
+#[cfg(target_arch = "x86_64")]
+unsafe fn flush_line(insn: FlushInsn, p: *mut u8) {
+    // SAFETY: `p` is a valid address (caller); these instructions only write back a
+    // cache line and have no other effect on memory.
+    unsafe {
+        match insn {
+            FlushInsn::Clwb => std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack)),
+            FlushInsn::ClflushOpt => {
+                std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack))
+            }
+            FlushInsn::Clflush => std::arch::x86_64::_mm_clflush(p),
+        }
+    }
+}
+
+/// # Safety
+/// `p` must point into a live mapping.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn flush_line(_insn: FlushInsn, _p: *mut u8) {}
+
+fn sfence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` only orders stores.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_set_merges_adjacent_ranges() {
+        let mut s = FlushSet::new();
+        s.add(0, 4096);
+        s.add(4096, 8192);
+        s.add(20000, 24576);
+        assert_eq!(s.take(), vec![(0, 8192), (20000, 24576)]);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn file_mapping_round_trips_and_bounds_checks() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("ckv-persist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
+        let path = dir.join("pool");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", e))?;
+        f.set_len(1 << 16).map_err(|e| Error::io("set_len", e))?;
+        let mem = Mem::map_file(f, 1 << 16, true, false)?;
+        mem.persist(100, b"hello")?;
+        assert_eq!(mem.read(100, 5)?, b"hello");
+        assert!(mem.write((1 << 16) - 2, b"abc").is_err());
+        assert!(mem.read(u64::MAX, 1).is_err());
+        drop(mem);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", e))?;
+        assert_eq!(&bytes[100..105], b"hello");
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,431 @@
+//! The fast-tier pool: one file (or simulated device) mapped shared, cut into chunks.
+//!
+//! Layout: the *header region* (the first chunk or chunks) holds the 64-byte pool
+//! header at offset 0 and the two bitmap copies at offset 4096; every later chunk is
+//! handed out by the [`Allocator`] and starts with a [`ChunkHeader`].
+//!
+//! Pool header (offset 0, see docs/formats.md):
+//! ```text
+//! 0  magic "CASCADKV"  8  format_version u32  12 header_len u32 (64)
+//! 16 pool_size u64     24 chunk_size u64      32 chunk_count u64
+//! 40 reserved_chunks u32  44 reserved u32     48 pool_id u64
+//! 56 reserved u32      60 crc32c u32 over [0, 60)
+//! ```
+//! The header is written once at creation and never changed; mutable state (the
+//! clean-shutdown flag) lives in the double-buffered bitmap copies.
+//!
+//! Thread-safety: `Pool` is `Sync`. Chunk contents follow the ownership rule of
+//! [`Mem`]; allocation is serialized inside the allocator.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::alloc::{Allocation, Allocator, BitmapGeometry};
+use super::chunk::{ChunkHeader, ChunkKind, CHUNK_HEADER_LEN};
+use super::persist::{Backend, Mem};
+use super::sim::SimDevice;
+use crate::coding::{crc32c, get_u32, get_u64, put_u32, put_u64};
+use crate::error::{Error, Result};
+
+/// Newest pool format this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"CASCADKV";
+const HEADER_LEN: u64 = 64;
+const BITMAP_BASE: u64 = 4096;
+/// Smallest chunk size accepted.
+pub const MIN_CHUNK: u64 = 16 * 1024;
+
+/// How the pool is backed.
+#[derive(Debug, Clone)]
+pub enum Device {
+    /// A file in the data directory; DAX (`MAP_SYNC`) is used when the kernel accepts
+    /// it unless `dax` says otherwise.
+    File {
+        /// `Some(true)`: require DAX; `Some(false)`: never try; `None`: try, fall back.
+        dax: Option<bool>,
+    },
+    /// A simulated device (tests): persistence is tracked per line.
+    Sim(Arc<SimDevice>),
+}
+
+/// Sizes used when creating a pool.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolGeometry {
+    /// Total bytes (rounded down to whole chunks).
+    pub pool_size: u64,
+    /// Bytes per chunk (power of two, at least [`MIN_CHUNK`]).
+    pub chunk_size: u64,
+}
+
+/// The mapped pool with its allocator.
+#[derive(Debug)]
+pub struct Pool {
+    mem: Mem,
+    path: PathBuf,
+    chunk_size: u64,
+    chunk_count: u64,
+    reserved_chunks: u64,
+    pool_id: u64,
+    alloc: Allocator,
+    created: bool,
+}
+
+impl Pool {
+    /// Opens the pool at `path`, creating it with `geo` if it does not exist and
+    /// `create` is set. Validates magic, version and checksums.
+    pub fn open(path: &Path, device: &Device, geo: PoolGeometry, create: bool) -> Result<Pool> {
+        validate_geometry(geo)?;
+        match device {
+            Device::Sim(dev) => {
+                let mem = Mem::sim(dev.clone());
+                let blank = mem.read(0, 8)?.iter().all(|b| *b == 0);
+                if blank {
+                    if !create {
+                        return Err(Error::NotAStore(path.to_path_buf()));
+                    }
+                    let geo = PoolGeometry {
+                        pool_size: dev.len(),
+                        ..geo
+                    };
+                    Self::format(mem, path, geo)
+                } else {
+                    Self::load(mem, path)
+                }
+            }
+            Device::File { dax } => {
+                let exists = path.exists();
+                if !exists && !create {
+                    return Err(Error::NotAStore(path.to_path_buf()));
+                }
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(!exists)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| Error::io(format!("opening pool file {}", path.display()), e))?;
+                let len = file
+                    .metadata()
+                    .map_err(|e| Error::io("reading pool file size", e))?
+                    .len();
+                let want_dax = *dax != Some(false);
+                let require = *dax == Some(true);
+                if !exists || len == 0 {
+                    let size = geo.pool_size / geo.chunk_size * geo.chunk_size;
+                    file.set_len(size)
+                        .map_err(|e| Error::io("sizing the pool file", e))?;
+                    let mem = Mem::map_file(file, size, want_dax, require)?;
+                    Self::format(
+                        mem,
+                        path,
+                        PoolGeometry {
+                            pool_size: size,
+                            ..geo
+                        },
+                    )
+                } else {
+                    if len < HEADER_LEN {
+                        return Err(Error::NotAStore(path.to_path_buf()));
+                    }
+                    let mem = Mem::map_file(file, len, want_dax, require)?;
+                    Self::load(mem, path)
+                }
+            }
+        }
+    }
+
+    fn format(mem: Mem, path: &Path, geo: PoolGeometry) -> Result<Pool> {
+        let chunk_count = geo.pool_size / geo.chunk_size;
+        let bgeo = BitmapGeometry::new(BITMAP_BASE, chunk_count);
+        let reserved = bgeo.end().div_ceil(geo.chunk_size);
+        if chunk_count <= reserved {
+            return Err(Error::invalid(format!(
+                "pool of {} bytes holds no chunk beyond its header region",
+                geo.pool_size
+            )));
+        }
+        let pool_id = pool_id_seed();
+        let mut h = [0u8; HEADER_LEN as usize];
+        h[0..8].copy_from_slice(MAGIC);
+        put_u32(&mut h, 8, FORMAT_VERSION);
+        put_u32(&mut h, 12, HEADER_LEN as u32);
+        put_u64(&mut h, 16, chunk_count * geo.chunk_size);
+        put_u64(&mut h, 24, geo.chunk_size);
+        put_u64(&mut h, 32, chunk_count);
+        put_u32(&mut h, 40, reserved as u32);
+        put_u64(&mut h, 48, pool_id);
+        let crc = crc32c(&h[0..60]);
+        put_u32(&mut h, 60, crc);
+        // Bitmap first, header last: a pool without a valid header is "not a store"
+        // and gets formatted again, never half-trusted.
+        mem.reserve(0, reserved * geo.chunk_size)?;
+        let alloc = Allocator::create(&mem, bgeo, geo.chunk_size, reserved)?;
+        mem.persist(0, &h)?;
+        Ok(Pool {
+            mem,
+            path: path.to_path_buf(),
+            chunk_size: geo.chunk_size,
+            chunk_count,
+            reserved_chunks: reserved,
+            pool_id,
+            alloc,
+            created: true,
+        })
+    }
+
+    fn load(mem: Mem, path: &Path) -> Result<Pool> {
+        let h = mem.read(0, HEADER_LEN)?;
+        if &h[0..8] != MAGIC {
+            return Err(Error::NotAStore(path.to_path_buf()));
+        }
+        let version = get_u32(h, 8).unwrap_or(0);
+        let stored = get_u32(h, 60).unwrap_or(0);
+        let actual = crc32c(&h[0..60]);
+        if stored != actual {
+            return Err(Error::ChecksumMismatch {
+                file: path.to_path_buf(),
+                offset: 0,
+                expected: stored,
+                actual,
+            });
+        }
+        if version > FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let bad = |why: &str| Error::corruption(path, 0, why.to_string());
+        let pool_size = get_u64(h, 16).ok_or_else(|| bad("short header"))?;
+        let chunk_size = get_u64(h, 24).ok_or_else(|| bad("short header"))?;
+        let chunk_count = get_u64(h, 32).ok_or_else(|| bad("short header"))?;
+        let reserved = u64::from(get_u32(h, 40).ok_or_else(|| bad("short header"))?);
+        let pool_id = get_u64(h, 48).ok_or_else(|| bad("short header"))?;
+        if !chunk_size.is_power_of_two()
+            || chunk_size < MIN_CHUNK
+            || chunk_count.checked_mul(chunk_size) != Some(pool_size)
+            || reserved >= chunk_count
+        {
+            return Err(bad("inconsistent pool geometry"));
+        }
+        if mem.len() < pool_size {
+            return Err(Error::corruption(
+                path,
+                mem.len(),
+                format!("pool file is {} bytes, header says {pool_size}", mem.len()),
+            ));
+        }
+        let bgeo = BitmapGeometry::new(BITMAP_BASE, chunk_count);
+        if bgeo.end() > reserved * chunk_size {
+            return Err(bad("bitmap does not fit the header region"));
+        }
+        let alloc = Allocator::load(&mem, bgeo, chunk_size, path)?;
+        Ok(Pool {
+            mem,
+            path: path.to_path_buf(),
+            chunk_size,
+            chunk_count,
+            reserved_chunks: reserved,
+            pool_id,
+            alloc,
+            created: false,
+        })
+    }
+
+    /// The persistence seam.
+    pub fn mem(&self) -> &Mem {
+        &self.mem
+    }
+
+    /// Pool file path (used in error messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes per chunk.
+    pub fn chunk_size(&self) -> u64 {
+        self.chunk_size
+    }
+
+    /// Chunks in the pool, header region included.
+    pub fn chunk_count(&self) -> u64 {
+        self.chunk_count
+    }
+
+    /// Chunks taken by the header region.
+    pub fn reserved_chunks(&self) -> u64 {
+        self.reserved_chunks
+    }
+
+    /// Random id chosen at creation.
+    pub fn pool_id(&self) -> u64 {
+        self.pool_id
+    }
+
+    /// True if this open created the pool.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// The persistence backend in use.
+    pub fn backend(&self) -> Backend {
+        self.mem.backend()
+    }
+
+    /// The chunk allocator.
+    pub fn allocator(&self) -> &Allocator {
+        &self.alloc
+    }
+
+    /// Byte offset of chunk `c`.
+    pub fn chunk_offset(&self, c: u64) -> u64 {
+        c * self.chunk_size
+    }
+
+    /// Allocates `span` chunks for `kind` and persists their header. The chunk is
+    /// recognisable by recovery from the moment this returns; a crash between the
+    /// bitmap and header writes leaves an allocated chunk with no valid header, which
+    /// recovery frees.
+    pub fn alloc_chunk(
+        &self,
+        kind: ChunkKind,
+        span: u64,
+        owner: u64,
+        seq: u64,
+        aux: u64,
+    ) -> Result<(Allocation, ChunkHeader)> {
+        let span16 =
+            u16::try_from(span).map_err(|_| Error::invalid("allocation spans too many chunks"))?;
+        let a = self.alloc.alloc(&self.mem, span)?;
+        let h = ChunkHeader {
+            kind,
+            span: span16,
+            epoch: a.epoch,
+            owner,
+            seq,
+            aux,
+        };
+        let r = self.mem.persist(self.chunk_offset(a.chunk), &h.encode());
+        if let Err(e) = r {
+            let _ = self.alloc.free(&self.mem, a.chunk, span);
+            return Err(e);
+        }
+        Ok((a, h))
+    }
+
+    /// Reads the header of chunk `c` if it is allocated and valid.
+    pub fn chunk_header(&self, c: u64) -> Result<Option<ChunkHeader>> {
+        if c < self.reserved_chunks || c >= self.chunk_count || !self.alloc.is_allocated(c) {
+            return Ok(None);
+        }
+        Ok(ChunkHeader::decode(
+            self.mem.read(self.chunk_offset(c), CHUNK_HEADER_LEN)?,
+        ))
+    }
+
+    /// Bytes in allocated chunks (header region included).
+    pub fn used_bytes(&self) -> u64 {
+        self.alloc.used_chunks() * self.chunk_size
+    }
+
+    /// Bytes in free chunks.
+    pub fn free_bytes(&self) -> u64 {
+        (self.chunk_count - self.alloc.used_chunks()) * self.chunk_size
+    }
+}
+
+fn validate_geometry(geo: PoolGeometry) -> Result<()> {
+    if !geo.chunk_size.is_power_of_two() || geo.chunk_size < MIN_CHUNK || geo.chunk_size > (1 << 30)
+    {
+        return Err(Error::invalid(format!(
+            "chunk_size {} must be a power of two between {MIN_CHUNK} and 1 GiB",
+            geo.chunk_size
+        )));
+    }
+    if geo.pool_size < 4 * geo.chunk_size {
+        return Err(Error::invalid(format!(
+            "pool_size {} must hold at least 4 chunks of {} bytes",
+            geo.pool_size, geo.chunk_size
+        )));
+    }
+    Ok(())
+}
+
+fn pool_id_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    crate::coding::hash64(&[t.to_le_bytes(), u64::from(std::process::id()).to_le_bytes()].concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> PoolGeometry {
+        PoolGeometry {
+            pool_size: 1 << 20,
+            chunk_size: MIN_CHUNK,
+        }
+    }
+
+    #[test]
+    fn create_reopen_and_reject_foreign_files() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("ckv-pool-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
+        let path = dir.join("pool");
+        let dev = Device::File { dax: None };
+        assert!(matches!(
+            Pool::open(&path, &dev, geo(), false),
+            Err(Error::NotAStore(_))
+        ));
+        let (a, _) = {
+            let p = Pool::open(&path, &dev, geo(), true)?;
+            assert!(p.created());
+            p.alloc_chunk(ChunkKind::Log, 1, 9, 0, 0)?
+        };
+        let p = Pool::open(&path, &dev, geo(), true)?;
+        assert!(!p.created());
+        let h = p.chunk_header(a.chunk)?;
+        assert_eq!(h.map(|h| (h.kind, h.owner)), Some((ChunkKind::Log, 9)));
+        drop(p);
+        // A newer version is refused.
+        let mut bytes = std::fs::read(&path).map_err(|e| Error::io("read", e))?;
+        put_u32(&mut bytes, 8, FORMAT_VERSION + 1);
+        let crc = crc32c(&bytes[0..60]);
+        put_u32(&mut bytes, 60, crc);
+        std::fs::write(&path, &bytes).map_err(|e| Error::io("write", e))?;
+        assert!(matches!(
+            Pool::open(&path, &dev, geo(), true),
+            Err(Error::UnsupportedVersion { .. })
+        ));
+        // A flipped header bit is a checksum error.
+        bytes[20] ^= 1;
+        std::fs::write(&path, &bytes).map_err(|e| Error::io("write", e))?;
+        assert!(matches!(Pool::open(&path, &dev, geo(), true), Err(e) if e.is_corruption()));
+        // A foreign file is not a store.
+        std::fs::write(&path, vec![7u8; 4096]).map_err(|e| Error::io("write", e))?;
+        assert!(matches!(
+            Pool::open(&path, &dev, geo(), true),
+            Err(Error::NotAStore(_))
+        ));
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+        Ok(())
+    }
+
+    #[test]
+    fn bad_geometry_is_invalid_argument() {
+        let dev = Device::Sim(Arc::new(SimDevice::new(1 << 20)));
+        let g = PoolGeometry {
+            pool_size: 1 << 20,
+            chunk_size: 1000,
+        };
+        assert!(matches!(
+            Pool::open(Path::new("x"), &dev, g, true),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}
