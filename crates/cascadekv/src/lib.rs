@@ -4,11 +4,30 @@
 //! concurrent in-DRAM ordered index (FluidKV's FastStore). See the README for the
 //! architecture and the guarantees table, and `docs/formats.md` for every byte on
 //! media.
+//!
+//! ```no_run
+//! use cascadekv::{Db, Durability, Options};
+//! # fn main() -> cascadekv::Result<()> {
+//! let db = Db::open("/tmp/my-store", Options::default())?;
+//! db.put(b"hello", b"world", Durability::Sync)?;
+//! assert_eq!(db.get(b"hello")?.as_deref(), Some(&b"world"[..]));
+//! for kv in db.iter(..)? {
+//!     let (k, v) = kv?;
+//!     println!("{:?} = {:?}", k, v);
+//! }
+//! db.close()?;
+//! # Ok(()) }
+//! ```
 
 #![warn(missing_docs)]
 
 pub mod coding;
+pub mod db;
 pub mod error;
+pub mod faststore;
+pub mod log;
 pub mod pmem;
+pub mod snapshot;
 
+pub use db::{Db, DbIter, Durability, Options, Stats, WriteBatch};
 pub use error::{Error, Result};

@@ -19,6 +19,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::alloc::{Allocation, Allocator, BitmapGeometry};
@@ -35,6 +36,8 @@ const HEADER_LEN: u64 = 64;
 const BITMAP_BASE: u64 = 4096;
 /// Smallest chunk size accepted.
 pub const MIN_CHUNK: u64 = 16 * 1024;
+/// Largest chunk size accepted (a log pad record must be able to span a chunk).
+pub const MAX_CHUNK: u64 = 64 * 1024 * 1024;
 
 /// How the pool is backed.
 #[derive(Debug, Clone)]
@@ -69,6 +72,9 @@ pub struct Pool {
     pool_id: u64,
     alloc: Allocator,
     created: bool,
+    /// Epoch of the allocation each chunk belongs to (0 = none known); lets a reader
+    /// verify a record given only its address.
+    epochs: Vec<AtomicU64>,
 }
 
 impl Pool {
@@ -171,6 +177,7 @@ impl Pool {
             pool_id,
             alloc,
             created: true,
+            epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -204,6 +211,7 @@ impl Pool {
         let pool_id = get_u64(h, 48).ok_or_else(|| bad("short header"))?;
         if !chunk_size.is_power_of_two()
             || chunk_size < MIN_CHUNK
+            || chunk_size > MAX_CHUNK
             || chunk_count.checked_mul(chunk_size) != Some(pool_size)
             || reserved >= chunk_count
         {
@@ -230,6 +238,7 @@ impl Pool {
             pool_id,
             alloc,
             created: false,
+            epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
@@ -286,12 +295,12 @@ impl Pool {
     /// Allocates `span` chunks for `kind` and persists their header. The chunk is
     /// recognisable by recovery from the moment this returns; a crash between the
     /// bitmap and header writes leaves an allocated chunk with no valid header, which
-    /// recovery frees.
+    /// recovery frees. `owner: None` uses the allocation's (unique) epoch as owner id.
     pub fn alloc_chunk(
         &self,
         kind: ChunkKind,
         span: u64,
-        owner: u64,
+        owner: Option<u64>,
         seq: u64,
         aux: u64,
     ) -> Result<(Allocation, ChunkHeader)> {
@@ -302,7 +311,7 @@ impl Pool {
             kind,
             span: span16,
             epoch: a.epoch,
-            owner,
+            owner: owner.unwrap_or(a.epoch),
             seq,
             aux,
         };
@@ -311,7 +320,42 @@ impl Pool {
             let _ = self.alloc.free(&self.mem, a.chunk, span);
             return Err(e);
         }
+        self.note_epoch(a.chunk, span, a.epoch);
         Ok((a, h))
+    }
+
+    /// Records that chunks `[chunk, chunk+span)` carry `epoch` (recovery calls this for
+    /// every valid header it finds).
+    pub fn note_epoch(&self, chunk: u64, span: u64, epoch: u64) {
+        for c in chunk..chunk.saturating_add(span) {
+            if let Some(e) = self.epochs.get(c as usize) {
+                e.store(epoch, Ordering::Release);
+            }
+        }
+    }
+
+    /// Epoch of the allocation holding byte `off` (0 if unknown).
+    pub fn epoch_at(&self, off: u64) -> u64 {
+        self.epochs
+            .get((off / self.chunk_size) as usize)
+            .map_or(0, |e| e.load(Ordering::Acquire))
+    }
+
+    /// Frees allocations. Each chunk's header is invalidated and made durable before
+    /// the bitmap says "free", so a free (or re-allocated, not yet initialised) chunk
+    /// never carries a valid header of a former owner that recovery could resurrect.
+    pub fn free_chunks(&self, runs: &[(u64, u64)]) -> Result<()> {
+        let mut set = super::persist::FlushSet::new();
+        for &(c, span) in runs {
+            self.note_epoch(c, span, 0);
+            for i in c..c.saturating_add(span).min(self.chunk_count) {
+                let off = self.chunk_offset(i);
+                self.mem.write(off, &[0u8; CHUNK_HEADER_LEN as usize])?;
+                self.mem.flush(&mut set, off, CHUNK_HEADER_LEN);
+            }
+        }
+        self.mem.fence(&mut set)?;
+        self.alloc.free_many(&self.mem, runs)
     }
 
     /// Reads the header of chunk `c` if it is allocated and valid.
@@ -336,10 +380,10 @@ impl Pool {
 }
 
 fn validate_geometry(geo: PoolGeometry) -> Result<()> {
-    if !geo.chunk_size.is_power_of_two() || geo.chunk_size < MIN_CHUNK || geo.chunk_size > (1 << 30)
+    if !geo.chunk_size.is_power_of_two() || geo.chunk_size < MIN_CHUNK || geo.chunk_size > MAX_CHUNK
     {
         return Err(Error::invalid(format!(
-            "chunk_size {} must be a power of two between {MIN_CHUNK} and 1 GiB",
+            "chunk_size {} must be a power of two between {MIN_CHUNK} and {MAX_CHUNK}",
             geo.chunk_size
         )));
     }
@@ -385,7 +429,7 @@ mod tests {
         let (a, _) = {
             let p = Pool::open(&path, &dev, geo(), true)?;
             assert!(p.created());
-            p.alloc_chunk(ChunkKind::Log, 1, 9, 0, 0)?
+            p.alloc_chunk(ChunkKind::Log, 1, Some(9), 0, 0)?
         };
         let p = Pool::open(&path, &dev, geo(), true)?;
         assert!(!p.created());

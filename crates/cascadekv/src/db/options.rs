@@ -1,0 +1,134 @@
+//! Options for [`super::Db::open`] and per-write durability.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::log::record::{MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::pmem::pool::{MAX_CHUNK, MIN_CHUNK};
+use crate::pmem::SimDevice;
+
+/// How durable a write is when the call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The record is in the mapped log: it survives a crash of this process, but not
+    /// an OS crash or power loss until a later `Sync` write, [`super::Db::flush`] or
+    /// close persists it.
+    #[default]
+    Buffered,
+    /// The record has been persisted through the seam (cache-line flush + fence, or
+    /// `msync`) before the call returns: it survives power loss.
+    Sync,
+}
+
+/// Engine options. `Options::default()` suits a server with a few GiB of fast tier.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Create the store if the directory holds none (default true).
+    pub create_if_missing: bool,
+    /// Fast-tier pool size in bytes, used when creating (default 4 GiB, allocated lazily).
+    pub pool_size: u64,
+    /// Chunk size in bytes (power of two, 16 KiB–64 MiB; default 4 MiB).
+    pub chunk_size: u64,
+    /// DRAM (estimated index bytes) at which the active FastStore is switched to
+    /// immutable and a new one takes writes (default 256 MiB).
+    pub faststore_capacity: u64,
+    /// Values up to this many bytes are kept in the DRAM index; larger values are
+    /// key-value separated (the index holds the log address). Default 256.
+    pub inline_threshold: usize,
+    /// Largest key accepted (1..=4096, default 4096).
+    pub max_key_len: usize,
+    /// Largest value accepted (default 64 MiB).
+    pub max_value_len: usize,
+    /// Thread-exclusive log slots per FastStore (default 32). Each slot that is used
+    /// takes at least one chunk of the pool.
+    pub log_slots: usize,
+    /// Durability of `put`/`delete`/`write` (the `_with` variants choose per call).
+    pub durability: Durability,
+    /// DAX: `Some(true)` requires `MAP_SYNC`, `Some(false)` never tries, `None` tries
+    /// and falls back to msync (default).
+    pub dax: Option<bool>,
+    /// Threads used to replay logs at open (default: available parallelism).
+    pub recovery_threads: usize,
+    /// Use a simulated device instead of the pool file (crash tests).
+    pub sim_device: Option<Arc<SimDevice>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            pool_size: 4 << 30,
+            chunk_size: 4 << 20,
+            faststore_capacity: 256 << 20,
+            inline_threshold: 256,
+            max_key_len: MAX_KEY_LEN,
+            max_value_len: 64 << 20,
+            log_slots: 32,
+            durability: Durability::Buffered,
+            dax: None,
+            recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            sim_device: None,
+        }
+    }
+}
+
+impl Options {
+    /// Checks the options for consistency.
+    pub fn validate(&self) -> Result<()> {
+        if !self.chunk_size.is_power_of_two() || !(MIN_CHUNK..=MAX_CHUNK).contains(&self.chunk_size)
+        {
+            return Err(Error::invalid(format!(
+                "chunk_size {} must be a power of two in [{MIN_CHUNK}, {MAX_CHUNK}]",
+                self.chunk_size
+            )));
+        }
+        if self.max_key_len == 0 || self.max_key_len > MAX_KEY_LEN {
+            return Err(Error::invalid(format!(
+                "max_key_len {} must be in 1..={MAX_KEY_LEN}",
+                self.max_key_len
+            )));
+        }
+        if self.max_value_len > MAX_VALUE_LEN {
+            return Err(Error::invalid(format!(
+                "max_value_len {} exceeds the log format limit {MAX_VALUE_LEN}",
+                self.max_value_len
+            )));
+        }
+        if self.log_slots == 0 || self.log_slots > 4096 {
+            return Err(Error::invalid("log_slots must be in 1..=4096"));
+        }
+        if self.faststore_capacity < 64 * 1024 {
+            return Err(Error::invalid("faststore_capacity must be at least 64 KiB"));
+        }
+        Ok(())
+    }
+
+    /// Checks a key against the limits.
+    pub fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::invalid(
+                "key is empty; keys must be 1 byte or longer",
+            ));
+        }
+        if key.len() > self.max_key_len {
+            return Err(Error::invalid(format!(
+                "key is {} bytes; the limit is {} (Options::max_key_len)",
+                key.len(),
+                self.max_key_len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a value against the limits.
+    pub fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.max_value_len {
+            return Err(Error::invalid(format!(
+                "value is {} bytes; the limit is {} (Options::max_value_len)",
+                value.len(),
+                self.max_value_len
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,80 @@
+//! What the FastStore index holds per key: the newest version and, while a snapshot
+//! needs them, older ones.
+//!
+//! A value is either kept in DRAM (`Inline`, small values — FluidKV keeps 8+8 B KVs in
+//! the index, §4.2) or referenced by the address of its log record (`Addr`, key-value
+//! separation for values above `Options::inline_threshold`), or is a tombstone.
+
+/// A value as the index stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Val {
+    /// The key was deleted.
+    Tomb,
+    /// Up to 16 bytes stored in place.
+    Tiny {
+        /// Used length.
+        len: u8,
+        /// Bytes (only `len` are meaningful).
+        bytes: [u8; 16],
+    },
+    /// A longer inline value.
+    Heap(Box<[u8]>),
+    /// Key-value separated: the value lives in the log record at `addr`.
+    Addr {
+        /// Pool offset of the record.
+        addr: u64,
+        /// Value length.
+        len: u32,
+    },
+}
+
+impl Val {
+    /// Builds an inline value.
+    pub fn inline(v: &[u8]) -> Val {
+        if v.len() <= 16 {
+            let mut bytes = [0u8; 16];
+            bytes[..v.len()].copy_from_slice(v);
+            Val::Tiny {
+                len: v.len() as u8,
+                bytes,
+            }
+        } else {
+            Val::Heap(v.into())
+        }
+    }
+
+    /// The inline bytes, if this is an inline value.
+    pub fn inline_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Val::Tiny { len, bytes } => bytes.get(..*len as usize),
+            Val::Heap(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// DRAM bytes beyond the enum itself.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Val::Heap(b) => b.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// One version of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    /// Log sequence number (newer wins, FluidKV Algorithm 1).
+    pub lsn: u64,
+    /// Snapshot epoch of the write.
+    pub epoch: u64,
+    /// The value.
+    pub val: Val,
+}
+
+impl Version {
+    /// True for a tombstone.
+    pub fn is_tomb(&self) -> bool {
+        matches!(self.val, Val::Tomb)
+    }
+}

@@ -1,0 +1,235 @@
+//! Finding logs in the pool and reading them back (FluidKV §5.5).
+//!
+//! [`discover`] walks the allocated chunks once and groups log segments by owner.
+//! [`replay`] reads one log in order and hands every complete record to a callback;
+//! records of an atomic batch are only handed over once the whole batch was read.
+//!
+//! End-of-log rule: the first position in the *last* segment that does not hold a valid
+//! record ends the log — unless a later valid record in that segment carries a MARK
+//! saying the bad position was already durable, in which case (and for a bad record in
+//! any earlier segment, which was fenced before the next one existed) the log is
+//! corrupt and replay fails with `Error::Corruption` naming the offset.
+//!
+//! Runs single-threaded during open; nothing else touches the pool meanwhile.
+
+use std::collections::BTreeMap;
+
+use super::record::{self, batch_count, decode, Invalid, Kind, RecordOut};
+use crate::error::{Error, Result};
+use crate::pmem::{ChunkHeader, ChunkKind, Pool, CHUNK_HEADER_LEN};
+
+/// One segment of a log.
+#[derive(Debug, Clone, Copy)]
+pub struct SegmentInfo {
+    /// First chunk.
+    pub chunk: u64,
+    /// Chunks spanned.
+    pub span: u64,
+    /// Allocation epoch.
+    pub epoch: u64,
+    /// Position within the log.
+    pub seq: u64,
+}
+
+/// A log found in the pool.
+#[derive(Debug, Clone)]
+pub struct LogInfo {
+    /// Log id.
+    pub log_id: u64,
+    /// FastStore generation that wrote it.
+    pub generation: u64,
+    /// Segments in `seq` order.
+    pub segments: Vec<SegmentInfo>,
+}
+
+/// What a walk of the pool found.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    /// Logs by id.
+    pub logs: Vec<LogInfo>,
+    /// Allocated chunks of other kinds: (header, first chunk).
+    pub others: Vec<(ChunkHeader, u64)>,
+    /// Allocated chunks without a valid header (half-done allocations): (chunk, 1).
+    pub leaked: Vec<(u64, u64)>,
+}
+
+/// Walks every allocated chunk, recording epochs in the pool as it goes.
+pub fn discover(pool: &Pool) -> Result<Discovery> {
+    let mut d = Discovery::default();
+    let mut logs: BTreeMap<u64, LogInfo> = BTreeMap::new();
+    let mut c = pool.reserved_chunks();
+    while c < pool.chunk_count() {
+        if !pool.allocator().is_allocated(c) {
+            c += 1;
+            continue;
+        }
+        let Some(h) = pool.chunk_header(c)? else {
+            d.leaked.push((c, 1));
+            c += 1;
+            continue;
+        };
+        let span = u64::from(h.span).max(1);
+        pool.note_epoch(c, span, h.epoch);
+        match h.kind {
+            ChunkKind::Log => {
+                let e = logs.entry(h.owner).or_insert_with(|| LogInfo {
+                    log_id: h.owner,
+                    generation: h.aux,
+                    segments: Vec::new(),
+                });
+                e.segments.push(SegmentInfo {
+                    chunk: c,
+                    span,
+                    epoch: h.epoch,
+                    seq: h.seq,
+                });
+            }
+            _ => d.others.push((h, c)),
+        }
+        c += span;
+    }
+    for mut log in logs.into_values() {
+        log.segments.sort_by_key(|s| s.seq);
+        for w in log.segments.windows(2) {
+            if w[1].seq != w[0].seq + 1 {
+                return Err(Error::corruption(
+                    pool.path(),
+                    pool.chunk_offset(w[1].chunk),
+                    format!(
+                        "log {} jumps from segment {} to {}: a segment is missing",
+                        log.log_id, w[0].seq, w[1].seq
+                    ),
+                ));
+            }
+        }
+        d.logs.push(log);
+    }
+    Ok(d)
+}
+
+/// Where a replayed log ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplayEnd {
+    /// Complete records handed to the callback.
+    pub records: u64,
+    /// Records dropped because their batch was cut off by the log's end.
+    pub torn_batch_records: u64,
+    /// Largest LSN seen.
+    pub max_lsn: u64,
+}
+
+/// Replays one log. `f(record, address)` is called for each put/delete, batches whole.
+pub fn replay<'p>(
+    pool: &'p Pool,
+    log: &LogInfo,
+    mut f: impl FnMut(&RecordOut<'p>, u64) -> Result<()>,
+) -> Result<ReplayEnd> {
+    let mut end = ReplayEnd::default();
+    let mut pending: Option<(u32, Vec<(RecordOut<'p>, u64)>)> = None;
+    let last = log.segments.len().saturating_sub(1);
+    for (i, seg) in log.segments.iter().enumerate() {
+        let base = pool.chunk_offset(seg.chunk);
+        let cap = seg.span * pool.chunk_size();
+        let bytes = pool.mem().read(base, cap)?;
+        let mut pos = CHUNK_HEADER_LEN;
+        while pos < cap {
+            let rest = bytes.get(pos as usize..).unwrap_or(&[]);
+            let rec = match decode(rest, seg.epoch) {
+                Ok(r) => r,
+                Err(why) => {
+                    if i != last {
+                        return Err(bad_record(pool, base + pos, why, "in a completed segment"));
+                    }
+                    if let Some(m) = later_mark_covering(bytes, pos, seg.epoch) {
+                        return Err(bad_record(
+                            pool,
+                            base + pos,
+                            why,
+                            &format!("followed by a record marking offset {m} durable"),
+                        ));
+                    }
+                    // Torn tail: the log ends here.
+                    pos = cap;
+                    break;
+                }
+            };
+            let addr = base + pos;
+            pos += rec.len;
+            end.max_lsn = end.max_lsn.max(rec.lsn);
+            match rec.kind {
+                Kind::Pad => {}
+                Kind::End => break,
+                Kind::BatchHeader => {
+                    if pending.is_some() {
+                        return Err(Error::corruption(pool.path(), addr, "batch inside a batch"));
+                    }
+                    pending = Some((batch_count(&rec), Vec::new()));
+                }
+                Kind::Put | Kind::Delete => match pending.as_mut() {
+                    Some((n, recs)) if rec.in_batch => {
+                        recs.push((rec, addr));
+                        if recs.len() as u32 == *n {
+                            for (r, a) in recs.iter() {
+                                f(r, *a)?;
+                                end.records += 1;
+                            }
+                            pending = None;
+                        }
+                    }
+                    None if !rec.in_batch => {
+                        f(&rec, addr)?;
+                        end.records += 1;
+                    }
+                    _ => {
+                        return Err(Error::corruption(
+                            pool.path(),
+                            addr,
+                            "batch record outside its batch (or plain record inside one)",
+                        ))
+                    }
+                },
+            }
+        }
+        let _ = pos;
+    }
+    if let Some((_, recs)) = pending {
+        end.torn_batch_records = recs.len() as u64;
+    }
+    Ok(end)
+}
+
+fn bad_record(pool: &Pool, off: u64, why: Invalid, ctx: &str) -> Error {
+    match why {
+        Invalid::Checksum { stored, actual } => Error::ChecksumMismatch {
+            file: pool.path().to_path_buf(),
+            offset: off,
+            expected: stored,
+            actual,
+        },
+        _ => Error::corruption(
+            pool.path(),
+            off,
+            format!("invalid log record ({why:?}) {ctx}"),
+        ),
+    }
+}
+
+/// Looks past a bad position for a valid record whose MARK says `bad` was durable.
+fn later_mark_covering(seg: &[u8], bad: u64, epoch: u64) -> Option<u64> {
+    let mut p = bad + record::ALIGN;
+    while (p as usize) < seg.len() {
+        let rest = seg.get(p as usize..)?;
+        // Cheap pre-filter: the MARK flag must be set before paying for a checksum.
+        if rest.len() >= record::HEADER_LEN && rest[10] & (1 << 3) != 0 {
+            if let Ok(r) = decode(rest, epoch) {
+                if let Some(m) = r.mark {
+                    if u64::from(m) > bad {
+                        return Some(u64::from(m));
+                    }
+                }
+            }
+        }
+        p += record::ALIGN;
+    }
+    None
+}

@@ -1,0 +1,204 @@
+//! A thread-exclusive log writer (FluidKV §4.2).
+//!
+//! A log is a sequence of *segments*: allocations of one chunk (or, for a record larger
+//! than a chunk, enough contiguous chunks to hold it). Each segment starts with a
+//! [`ChunkHeader`] naming the log (`owner`), the segment's position (`seq`) and the
+//! FastStore generation (`aux`); records follow (see [`super::record`]).
+//!
+//! Invariants:
+//! * Only the owning writer appends to a segment; records never move once written.
+//! * Moving to a new segment first writes an `End` record and fences the old segment's
+//!   tail, so a log's earlier segments are always complete and durable: a bad record
+//!   in any segment but the last is corruption.
+//! * `fenced` is the segment offset up to which everything is durable; the first record
+//!   written after it advances carries it as a MARK.
+//!
+//! Thread-safety: a `LogWriter` is owned by one thread at a time (the engine keeps it
+//! behind that thread's uncontended mutex). It is `Send`, not shared.
+
+use std::sync::Arc;
+
+use super::record::{self, encode, encode_filler, encoded_len, placement, Kind, RecordIn};
+use crate::error::Result;
+use crate::pmem::{ChunkKind, FlushSet, Pool, CHUNK_HEADER_LEN};
+
+#[derive(Debug)]
+struct Segment {
+    chunk: u64,
+    span: u64,
+    epoch: u64,
+    /// Pool offset of the segment start.
+    base: u64,
+    /// Segment length in bytes.
+    cap: u64,
+    /// Tail (segment-relative).
+    pos: u64,
+    /// Everything before this offset has been handed to `flush`.
+    flushed: u64,
+    /// Everything before this offset is durable.
+    fenced: u64,
+    /// Largest `durable_upto` already written as a MARK.
+    marked: u64,
+}
+
+/// Appends records to one log.
+#[derive(Debug)]
+pub struct LogWriter {
+    pool: Arc<Pool>,
+    generation: u64,
+    log_id: Option<u64>,
+    next_seq: u64,
+    seg: Option<Segment>,
+    set: FlushSet,
+    buf: Vec<u8>,
+    /// Every segment this log has used: (first chunk, span).
+    segments: Vec<(u64, u64)>,
+    bytes: u64,
+}
+
+impl LogWriter {
+    /// A writer for a new log of FastStore `generation`. No chunk is allocated until
+    /// the first append.
+    pub fn new(pool: Arc<Pool>, generation: u64) -> Self {
+        LogWriter {
+            pool,
+            generation,
+            log_id: None,
+            next_seq: 0,
+            seg: None,
+            set: FlushSet::new(),
+            buf: Vec::with_capacity(256),
+            segments: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The log's id (the epoch of its first segment), once it has one.
+    pub fn log_id(&self) -> Option<u64> {
+        self.log_id
+    }
+
+    /// Segments used so far: (first chunk, span).
+    pub fn segments(&self) -> &[(u64, u64)] {
+        &self.segments
+    }
+
+    /// Record bytes appended (padding included).
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Appends one record and returns its pool address. Not durable until
+    /// [`LogWriter::sync`].
+    pub fn append(&mut self, rec: &RecordIn<'_>) -> Result<u64> {
+        let (mut mark, mut len) = self.mark_and_len(rec);
+        let fits = self
+            .seg
+            .as_ref()
+            .is_some_and(|s| placement(s.pos, len) + len <= s.cap);
+        if !fits {
+            self.next_segment(len)?;
+            (mark, len) = self.mark_and_len(rec);
+        }
+        let pool = self.pool.clone();
+        let mem = pool.mem();
+        let Some(seg) = self.seg.as_mut() else {
+            return Err(crate::Error::Internal(
+                "log segment missing after allocation".into(),
+            ));
+        };
+        let at = placement(seg.pos, len);
+        if at > seg.pos {
+            encode_filler(Kind::Pad, at - seg.pos, seg.epoch, &mut self.buf);
+            mem.write(seg.base + seg.pos, &self.buf)?;
+        }
+        encode(rec, mark.map(|m| m as u32), seg.epoch, &mut self.buf);
+        let addr = seg.base + at;
+        mem.write(addr, &self.buf)?;
+        if let Some(m) = mark {
+            seg.marked = m;
+        }
+        self.bytes += at + len - seg.pos;
+        seg.pos = at + len;
+        Ok(addr)
+    }
+
+    fn mark_and_len(&self, rec: &RecordIn<'_>) -> (Option<u64>, u64) {
+        let mark = self
+            .seg
+            .as_ref()
+            .and_then(|s| (s.fenced > s.marked).then_some(s.fenced));
+        (
+            mark,
+            encoded_len(rec.key.len(), rec.value.len(), mark.is_some()),
+        )
+    }
+
+    /// Makes every appended record durable (flush + fence through the seam).
+    pub fn sync(&mut self) -> Result<()> {
+        let mem = self.pool.mem();
+        if let Some(seg) = self.seg.as_mut() {
+            if seg.pos > seg.flushed {
+                mem.flush(&mut self.set, seg.base + seg.flushed, seg.pos - seg.flushed);
+                seg.flushed = seg.pos;
+            }
+            if seg.pos > seg.fenced {
+                mem.fence(&mut self.set)?;
+                mem.check_durable(seg.base + seg.fenced, seg.pos - seg.fenced)?;
+                seg.fenced = seg.pos;
+            }
+        }
+        Ok(())
+    }
+
+    /// True when records were appended since the last [`LogWriter::sync`].
+    pub fn has_unsynced(&self) -> bool {
+        self.seg.as_ref().is_some_and(|s| s.pos > s.fenced)
+    }
+
+    fn next_segment(&mut self, len: u64) -> Result<()> {
+        if let Some(seg) = self.seg.as_mut() {
+            if seg.pos < seg.cap {
+                encode_filler(
+                    Kind::End,
+                    record::HEADER_LEN as u64,
+                    seg.epoch,
+                    &mut self.buf,
+                );
+                self.pool.mem().write(seg.base + seg.pos, &self.buf)?;
+                seg.pos += record::HEADER_LEN as u64;
+            }
+        }
+        // The old segment is complete and durable before the next one can exist.
+        self.sync()?;
+        let chunk = self.pool.chunk_size();
+        let span = (CHUNK_HEADER_LEN + len).div_ceil(chunk).max(1);
+        let (a, h) = self.pool.alloc_chunk(
+            ChunkKind::Log,
+            span,
+            self.log_id,
+            self.next_seq,
+            self.generation,
+        )?;
+        self.log_id = Some(h.owner);
+        self.next_seq += 1;
+        self.segments.push((a.chunk, a.span));
+        self.seg = Some(Segment {
+            chunk: a.chunk,
+            span: a.span,
+            epoch: a.epoch,
+            base: self.pool.chunk_offset(a.chunk),
+            cap: a.span * chunk,
+            pos: CHUNK_HEADER_LEN,
+            flushed: CHUNK_HEADER_LEN,
+            fenced: CHUNK_HEADER_LEN,
+            marked: CHUNK_HEADER_LEN,
+        });
+        Ok(())
+    }
+
+    /// The current segment as (first chunk, span), if any.
+    pub fn current_segment(&self) -> Option<(u64, u64)> {
+        self.seg.as_ref().map(|s| (s.chunk, s.span))
+    }
+}

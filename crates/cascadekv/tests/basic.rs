@@ -1,0 +1,160 @@
+//! Behaviour of the public API: put/get/delete/batch/scan, reopen, bad input.
+
+use cascadekv::{Db, Durability, Error, Options, WriteBatch};
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ckv-basic-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn small() -> Options {
+    Options {
+        pool_size: 64 << 20,
+        chunk_size: 256 << 10,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn put_get_delete_scan_and_reopen() -> cascadekv::Result<()> {
+    let dir = tmp("crud");
+    {
+        let db = Db::open(&dir, small())?;
+        db.put(b"b", b"2")?;
+        db.put_with(b"a", b"1", Durability::Sync)?;
+        db.put(b"c", &vec![7u8; 1000])?; // key-value separated
+        db.delete(b"b")?;
+        assert_eq!(db.get(b"a")?, Some(b"1".to_vec()));
+        assert_eq!(db.get(b"b")?, None);
+        assert_eq!(db.get(b"c")?, Some(vec![7u8; 1000]));
+        let all = db.scan(None, None, 100)?;
+        assert_eq!(
+            all.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            vec![b"a".to_vec(), b"c".to_vec()]
+        );
+        let mut b = WriteBatch::new();
+        b.put(b"x".to_vec(), b"9".to_vec()).delete(b"a".to_vec());
+        db.write(&b)?;
+        db.close()?;
+        assert!(matches!(db.get(b"a"), Err(Error::Closed)));
+    }
+    let db = Db::open(&dir, small())?;
+    assert!(db.recovery_info().clean_shutdown);
+    assert_eq!(db.get(b"a")?, None);
+    assert_eq!(db.get(b"x")?, Some(b"9".to_vec()));
+    assert_eq!(db.get(b"c")?, Some(vec![7u8; 1000]));
+    let range = db.scan(Some(b"b"), Some(b"y"), 10)?;
+    assert_eq!(
+        range,
+        vec![
+            (b"c".to_vec(), vec![7u8; 1000]),
+            (b"x".to_vec(), b"9".to_vec())
+        ]
+    );
+    drop(db);
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+    Ok(())
+}
+
+#[test]
+fn bad_input_is_invalid_argument() -> cascadekv::Result<()> {
+    let dir = tmp("bad");
+    let opts = Options {
+        max_value_len: 1 << 20,
+        ..small()
+    };
+    let db = Db::open(&dir, opts)?;
+    for r in [
+        db.put(b"", b"v"),
+        db.put(&vec![1u8; 4097], b"v"),
+        db.put(b"k", &vec![0u8; (1 << 20) + 1]),
+        db.delete(b""),
+        db.get(b"").map(|_| ()),
+    ] {
+        match r {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("key") || msg.contains("value"), "{msg}")
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+    let mut b = WriteBatch::new();
+    b.put(b"ok".to_vec(), b"v".to_vec())
+        .put(Vec::new(), b"v".to_vec());
+    assert!(matches!(db.write(&b), Err(Error::InvalidArgument(_))));
+    assert_eq!(db.get(b"ok")?, None, "a rejected batch writes nothing");
+    // a value exactly at the limit is fine
+    db.put(b"big", &vec![3u8; 1 << 20])?;
+    assert_eq!(db.get(b"big")?.map(|v| v.len()), Some(1 << 20));
+    drop(db);
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+    Ok(())
+}
+
+#[test]
+fn second_open_is_locked_and_foreign_dirs_are_refused() -> cascadekv::Result<()> {
+    let dir = tmp("lock");
+    let db = Db::open(&dir, small())?;
+    assert!(matches!(Db::open(&dir, small()), Err(Error::Locked(_))));
+    drop(db);
+    let foreign = tmp("foreign");
+    std::fs::create_dir_all(&foreign).map_err(|e| Error::io("mkdir", e))?;
+    std::fs::write(foreign.join("notes.txt"), b"hi").map_err(|e| Error::io("write", e))?;
+    assert!(matches!(
+        Db::open(&foreign, small()),
+        Err(Error::NotAStore(_))
+    ));
+    let missing = tmp("missing");
+    let o = Options {
+        create_if_missing: false,
+        ..small()
+    };
+    assert!(matches!(Db::open(&missing, o), Err(Error::NotAStore(_))));
+    let bad = Options {
+        chunk_size: 1000,
+        ..small()
+    };
+    assert!(matches!(
+        Db::open(tmp("badopt"), bad),
+        Err(Error::InvalidArgument(_))
+    ));
+    for d in [dir, foreign] {
+        std::fs::remove_dir_all(&d).map_err(|e| Error::io("rm", e))?;
+    }
+    Ok(())
+}
+
+#[test]
+fn full_pool_is_a_clear_error() -> cascadekv::Result<()> {
+    let dir = tmp("full");
+    let opts = Options {
+        pool_size: 1 << 20,
+        chunk_size: 64 << 10,
+        ..Options::default()
+    };
+    let db = Db::open(&dir, opts)?;
+    let mut err = None;
+    for i in 0u32..100_000 {
+        if let Err(e) = db.put(&i.to_be_bytes(), &[0u8; 100]) {
+            err = Some(e);
+            break;
+        }
+    }
+    assert!(matches!(err, Some(Error::PoolFull { .. })), "{err:?}");
+    // reads still work, and the store reopens with what was acknowledged
+    assert_eq!(db.get(&0u32.to_be_bytes())?, Some(vec![0u8; 100]));
+    drop(db);
+    let db = Db::open(
+        &dir,
+        Options {
+            pool_size: 1 << 20,
+            chunk_size: 64 << 10,
+            ..Options::default()
+        },
+    )?;
+    assert_eq!(db.get(&0u32.to_be_bytes())?, Some(vec![0u8; 100]));
+    drop(db);
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+    Ok(())
+}
