@@ -202,7 +202,7 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
             return Err(Invalid::BadHeader);
         }
         let len = (HEADER_LEN + value_len) as u64;
-        if len % ALIGN != 0 || len > buf.len() as u64 {
+        if !len.is_multiple_of(ALIGN) || len > buf.len() as u64 {
             return Err(Invalid::BadHeader);
         }
         let actual = crc32c_extend(seed, &buf[4..HEADER_LEN]);

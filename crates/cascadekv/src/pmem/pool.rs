@@ -210,8 +210,7 @@ impl Pool {
         let reserved = u64::from(get_u32(h, 40).ok_or_else(|| bad("short header"))?);
         let pool_id = get_u64(h, 48).ok_or_else(|| bad("short header"))?;
         if !chunk_size.is_power_of_two()
-            || chunk_size < MIN_CHUNK
-            || chunk_size > MAX_CHUNK
+            || !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk_size)
             || chunk_count.checked_mul(chunk_size) != Some(pool_size)
             || reserved >= chunk_count
         {
