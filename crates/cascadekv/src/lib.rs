@@ -9,7 +9,7 @@
 //! use cascadekv::{Db, Durability, Options};
 //! # fn main() -> cascadekv::Result<()> {
 //! let db = Db::open("/tmp/my-store", Options::default())?;
-//! db.put(b"hello", b"world", Durability::Sync)?;
+//! db.put_with(b"hello", b"world", Durability::Sync)?;
 //! assert_eq!(db.get(b"hello")?.as_deref(), Some(&b"world"[..]));
 //! for kv in db.iter(..)? {
 //!     let (k, v) = kv?;
