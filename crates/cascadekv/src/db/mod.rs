@@ -101,8 +101,10 @@ impl std::fmt::Debug for Db {
 }
 
 /// Bytes of index growth a slot accumulates before publishing them to the shared
-/// counter (keeps the shared cache line cold).
-const PUBLISH_BYTES: u64 = 256 * 1024;
+/// counter (keeps the shared cache line cold): 1/64 of the capacity, 1–256 KiB.
+fn publish_bytes(capacity: u64) -> u64 {
+    (capacity / 64).clamp(1024, 256 * 1024)
+}
 
 impl Db {
     /// Opens (or creates) the store in `dir`, replaying its logs.
@@ -289,7 +291,7 @@ impl Db {
         }
         // Publish growth to the shared counter in coarse steps.
         slot.unpublished += slot.dram_bytes - before;
-        Ok(if slot.unpublished >= PUBLISH_BYTES {
+        Ok(if slot.unpublished >= publish_bytes(inner.opts.faststore_capacity) {
             std::mem::take(&mut slot.unpublished)
         } else {
             0
