@@ -158,3 +158,43 @@ fn full_pool_is_a_clear_error() -> cascadekv::Result<()> {
     std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
     Ok(())
 }
+
+#[test]
+fn full_faststore_switches_and_old_generation_stays_readable() -> cascadekv::Result<()> {
+    let dir = tmp("switch");
+    let opts = Options {
+        faststore_capacity: 64 << 10,
+        ..small()
+    };
+    let db = Db::open(&dir, opts.clone())?;
+    for i in 0u32..5000 {
+        db.put(&i.to_be_bytes(), &i.to_le_bytes())?;
+    }
+    let s = db.stats();
+    assert!(s.faststore_switches >= 3, "{s:?}");
+    assert!(s.immutable_faststores >= 3, "{s:?}");
+    for i in 0u32..5000 {
+        assert_eq!(db.get(&i.to_be_bytes())?, Some(i.to_le_bytes().to_vec()));
+    }
+    // Overwrites in the new generation shadow the old ones, for gets and scans.
+    db.put(&7u32.to_be_bytes(), b"new")?;
+    db.delete(&8u32.to_be_bytes())?;
+    assert_eq!(db.get(&7u32.to_be_bytes())?, Some(b"new".to_vec()));
+    let scan = db.scan(Some(&6u32.to_be_bytes()), Some(&10u32.to_be_bytes()), 10)?;
+    let keys: Vec<u32> = scan
+        .iter()
+        .map(|(k, _)| u32::from_be_bytes([k[0], k[1], k[2], k[3]]))
+        .collect();
+    assert_eq!(keys, vec![6, 7, 9]);
+    drop(db);
+    let db = Db::open(&dir, opts)?;
+    assert_eq!(db.get(&7u32.to_be_bytes())?, Some(b"new".to_vec()));
+    assert_eq!(db.get(&8u32.to_be_bytes())?, None);
+    assert_eq!(
+        db.get(&4999u32.to_be_bytes())?,
+        Some(4999u32.to_le_bytes().to_vec())
+    );
+    drop(db);
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+    Ok(())
+}

@@ -291,11 +291,13 @@ impl Db {
         }
         // Publish growth to the shared counter in coarse steps.
         slot.unpublished += slot.dram_bytes - before;
-        Ok(if slot.unpublished >= publish_bytes(inner.opts.faststore_capacity) {
-            std::mem::take(&mut slot.unpublished)
-        } else {
-            0
-        })
+        Ok(
+            if slot.unpublished >= publish_bytes(inner.opts.faststore_capacity) {
+                std::mem::take(&mut slot.unpublished)
+            } else {
+                0
+            },
+        )
     }
 
     fn poison(&self, e: &Error) {

@@ -81,6 +81,13 @@ impl Pool {
     /// Opens the pool at `path`, creating it with `geo` if it does not exist and
     /// `create` is set. Validates magic, version and checksums.
     pub fn open(path: &Path, device: &Device, geo: PoolGeometry, create: bool) -> Result<Pool> {
+        let geo = match device {
+            Device::Sim(dev) => PoolGeometry {
+                pool_size: dev.len(),
+                ..geo
+            },
+            Device::File { .. } => geo,
+        };
         validate_geometry(geo)?;
         match device {
             Device::Sim(dev) => {
