@@ -1,6 +1,12 @@
-//! Benchmarks for CascadeKV.
+//! Benchmarks for CascadeKV (`cascade bench`).
 //!
-//! `alloc` provides a counting global allocator (heap bytes now / peak) that the
-//! `cascade` binary installs so every benchmark can report DRAM use.
+//! * [`alloc`] — a counting global allocator (heap bytes now / peak) that the
+//!   `cascade` binary installs so every benchmark can report DRAM use.
+//! * [`keys`] — key/value generators.
+//! * [`micro`] — db_bench-style workloads (`fillseq`, `fillrandom`, `overwrite`,
+//!   `readrandom`, `recover`) run with N threads against a store, reporting
+//!   throughput, heap and pool bytes.
 
 pub mod alloc;
+pub mod keys;
+pub mod micro;

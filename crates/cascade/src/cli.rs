@@ -85,6 +85,111 @@ enum Cmd {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Run benchmark workloads (see docs/benchmarks.md).
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Comma-separated workloads: fillseq, fillrandom, overwrite, readrandom.
+    #[arg(long, default_value = "fillrandom,readrandom")]
+    workloads: String,
+    /// Store directory (wiped first unless --reuse).
+    #[arg(long, default_value = "/dev/shm/cascade-bench")]
+    dir: PathBuf,
+    /// Keep the existing store and measure opening (recovery) it first.
+    #[arg(long)]
+    reuse: bool,
+    /// Keys loaded.
+    #[arg(long, default_value_t = 1_000_000)]
+    num: u64,
+    /// Operations for read/overwrite workloads (default: --num).
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Key size in bytes (at least 8).
+    #[arg(long, default_value_t = 8)]
+    key_size: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 8)]
+    value_size: usize,
+    /// buffered or sync.
+    #[arg(long, default_value = "buffered")]
+    durability: String,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Pool size (e.g. 8G).
+    #[arg(long, default_value = "8G", value_parser = parse_size)]
+    pool_size: u64,
+    /// FastStore capacity before a switch (e.g. 1G).
+    #[arg(long, default_value = "4G", value_parser = parse_size)]
+    faststore_capacity: u64,
+    /// After the workloads, SIGKILL this process (to measure recovery with --reuse).
+    #[arg(long)]
+    kill_at_end: bool,
+}
+
+fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
+    use cascade_bench::micro;
+    let durability = match a.durability.as_str() {
+        "buffered" => Durability::Buffered,
+        "sync" => Durability::Sync,
+        other => {
+            return Err(cascadekv::Error::invalid(format!(
+                "--durability {other:?}: use buffered or sync"
+            )))
+        }
+    };
+    if !a.reuse {
+        let _ = std::fs::remove_dir_all(&a.dir);
+    }
+    let cfg = micro::Config {
+        dir: a.dir.clone(),
+        num: a.num,
+        ops: a.ops,
+        threads: a.threads,
+        key_size: a.key_size.max(8),
+        value_size: a.value_size,
+        durability,
+        seed: a.seed,
+        options: Options {
+            pool_size: a.pool_size,
+            faststore_capacity: a.faststore_capacity,
+            ..Options::default()
+        },
+    };
+    let mut reports = Vec::new();
+    let db = if a.reuse {
+        let (db, r) = micro::recover(&cfg).map_err(cascadekv::Error::invalid)?;
+        reports.push(r);
+        db
+    } else {
+        Db::open(&cfg.dir, cfg.options.clone())?
+    };
+    for w in a
+        .workloads
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+    {
+        eprintln!("running {w} ...");
+        reports.push(micro::run(&db, &cfg, w).map_err(cascadekv::Error::invalid)?);
+    }
+    println!("{}", micro::table(&cfg, &reports));
+    if a.kill_at_end {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        // Ask the OS to SIGKILL us, exactly like `kill -9` from a shell.
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status();
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+    db.close()?;
+    Ok(0)
 }
 
 /// Parses sizes like `4096`, `64K`, `512M`, `4G`.
@@ -125,6 +230,9 @@ fn printable(b: &[u8]) -> String {
 }
 
 fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
+    if let Cmd::Bench(a) = cmd {
+        return bench(a);
+    }
     let out = std::io::stdout();
     let mut out = out.lock();
     let io = |e| cascadekv::Error::io("writing to stdout", e);
@@ -196,6 +304,7 @@ fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
                 writeln!(out, "{k}: {v}").map_err(io)?;
             }
         }
+        Cmd::Bench(_) => {}
     }
     Ok(0)
 }

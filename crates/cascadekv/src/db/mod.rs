@@ -193,7 +193,7 @@ impl Db {
         loop {
             self.check_writable()?;
             let stages = inner.stages.load();
-            let fs = stages.active.clone();
+            let fs = &stages.active;
             let mut slot = fs.my_slot();
             if fs.is_frozen() {
                 drop(slot);
@@ -203,12 +203,15 @@ impl Db {
             // LSNs are taken, then the frozen flag re-checked (both SeqCst): a write
             // that lands in this FastStore drew its LSN before the switch, so every
             // write to a newer FastStore has a larger LSN for the same key.
-            let lsns: Vec<u64> = ops.iter().map(|(k, _)| inner.lsns.next(k)).collect();
+            let mut lsns = LsnBuf::default();
+            for (k, _) in ops {
+                lsns.push(inner.lsns.next(k));
+            }
             if fs.is_frozen() || inner.closed.load(Ordering::Acquire) {
                 continue;
             }
             let epoch = inner.snaps.write_epoch();
-            let res = self.append_and_index(&fs, &mut slot, ops, &lsns, epoch, batch, d);
+            let res = self.append_and_index(fs, &mut slot, ops, lsns.as_slice(), epoch, batch, d);
             let publish = match res {
                 Ok(p) => p,
                 Err(e) => {
@@ -222,6 +225,8 @@ impl Db {
             if publish > 0 {
                 let total = inner.active_bytes.fetch_add(publish, Ordering::AcqRel) + publish;
                 if total >= inner.opts.faststore_capacity {
+                    let fs = fs.clone();
+                    drop(stages);
                     self.switch_faststore(&fs);
                 }
             }
@@ -241,7 +246,7 @@ impl Db {
         d: Durability,
     ) -> Result<u64> {
         let inner = &self.inner;
-        let mut addrs = Vec::with_capacity(ops.len());
+        let mut addrs = LsnBuf::default();
         if batch {
             let count = (ops.len() as u32).to_le_bytes();
             slot.writer.append(&RecordIn {
@@ -266,7 +271,7 @@ impl Db {
             slot.writer.sync()?;
         }
         let before = slot.dram_bytes;
-        for (((k, v), lsn), addr) in ops.iter().zip(lsns).zip(addrs) {
+        for (((k, v), lsn), addr) in ops.iter().zip(lsns).zip(addrs.as_slice().iter().copied()) {
             let val = match v {
                 None => Val::Tomb,
                 Some(v) if v.len() <= inner.opts.inline_threshold => Val::inline(v),
@@ -404,6 +409,37 @@ impl Db {
 impl Drop for Db {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// A list of u64 that stays on the stack for single writes (no allocation on the hot
+/// path) and spills to the heap for batches.
+#[derive(Default)]
+struct LsnBuf {
+    one: [u64; 1],
+    len: usize,
+    many: Vec<u64>,
+}
+
+impl LsnBuf {
+    fn push(&mut self, v: u64) {
+        if self.len == 0 {
+            self.one[0] = v;
+        } else {
+            if self.len == 1 {
+                self.many.push(self.one[0]);
+            }
+            self.many.push(v);
+        }
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        if self.len <= 1 {
+            &self.one[..self.len]
+        } else {
+            &self.many
+        }
     }
 }
 

@@ -64,6 +64,10 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
         clean_shutdown: !pool.created() && pool.allocator().was_clean(),
         ..RecoveryInfo::default()
     };
+    // From here on the store is "open": a crash is no longer a clean shutdown.
+    if !pool.created() {
+        pool.allocator().set_clean(pool.mem(), false)?;
+    }
     let start = Instant::now();
     let disc = log::discover(&pool)?;
     info.leaked_chunks = disc.leaked.len() as u64;
@@ -74,10 +78,6 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
     let max_lsn = replay_all(&pool, &fs, &disc.logs, &snaps, &opts, &mut info)?;
     info.logs = disc.logs.len() as u64;
     info.replay_micros = start.elapsed().as_micros() as u64;
-    // From here on the store is "open": a crash is no longer a clean shutdown.
-    if !pool.created() {
-        pool.allocator().set_clean(pool.mem(), false)?;
-    }
     let active_bytes = fs.dram_bytes();
     Ok(Inner {
         dir,

@@ -49,7 +49,7 @@ pub struct Discovery {
     pub logs: Vec<LogInfo>,
     /// Allocated chunks of other kinds: (header, first chunk).
     pub others: Vec<(ChunkHeader, u64)>,
-    /// Allocated chunks without a valid header (half-done allocations): (chunk, 1).
+    /// Allocated chunks whose header is all zeros (half-done allocations): (chunk, 1).
     pub leaked: Vec<(u64, u64)>,
 }
 
@@ -64,6 +64,16 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
             continue;
         }
         let Some(h) = pool.chunk_header(c)? else {
+            // An all-zero header is an allocation that never completed (free chunks
+            // have zeroed headers); anything else was a header and is now damaged.
+            let raw = pool.mem().read(pool.chunk_offset(c), CHUNK_HEADER_LEN)?;
+            if raw.iter().any(|b| *b != 0) {
+                return Err(Error::corruption(
+                    pool.path(),
+                    pool.chunk_offset(c),
+                    "allocated chunk has a damaged header",
+                ));
+            }
             d.leaked.push((c, 1));
             c += 1;
             continue;
@@ -90,6 +100,18 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
     }
     for mut log in logs.into_values() {
         log.segments.sort_by_key(|s| s.seq);
+        if let Some(first) = log.segments.first() {
+            if first.seq != 0 {
+                return Err(Error::corruption(
+                    pool.path(),
+                    pool.chunk_offset(first.chunk),
+                    format!(
+                        "log {} starts at segment {}: its first segment is missing",
+                        log.log_id, first.seq
+                    ),
+                ));
+            }
+        }
         for w in log.segments.windows(2) {
             if w[1].seq != w[0].seq + 1 {
                 return Err(Error::corruption(

@@ -3,7 +3,8 @@
 //! Records are 16-byte aligned; a record of at most 64 bytes never straddles a 64-byte
 //! cache line (so an 8 B key + 8 B value record is 32 bytes and two share a line);
 //! larger records start on a line boundary. Unused space before a line boundary is
-//! filled with a `Pad` record, so every position in a log is a record.
+//! filled with a `Pad` record, so every position from the segment start up to its
+//! `End` record (or its tail) is a record.
 //!
 //! ```text
 //! 0  crc32c u32     over crc32c(epoch_le) extended by bytes [4, len)

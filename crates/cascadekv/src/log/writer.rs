@@ -157,6 +157,17 @@ impl LogWriter {
     }
 
     fn next_segment(&mut self, len: u64) -> Result<()> {
+        // Allocate first: if the pool is full nothing is written, and the current
+        // segment stays open for smaller records that still fit.
+        let chunk = self.pool.chunk_size();
+        let span = (CHUNK_HEADER_LEN + len).div_ceil(chunk).max(1);
+        let (a, h) = self.pool.alloc_chunk(
+            ChunkKind::Log,
+            span,
+            self.log_id,
+            self.next_seq,
+            self.generation,
+        )?;
         if let Some(seg) = self.seg.as_mut() {
             if seg.pos < seg.cap {
                 encode_filler(
@@ -169,17 +180,8 @@ impl LogWriter {
                 seg.pos += record::HEADER_LEN as u64;
             }
         }
-        // The old segment is complete and durable before the next one can exist.
+        // The old segment is complete and durable before the next one gets records.
         self.sync()?;
-        let chunk = self.pool.chunk_size();
-        let span = (CHUNK_HEADER_LEN + len).div_ceil(chunk).max(1);
-        let (a, h) = self.pool.alloc_chunk(
-            ChunkKind::Log,
-            span,
-            self.log_id,
-            self.next_seq,
-            self.generation,
-        )?;
         self.log_id = Some(h.owner);
         self.next_seq += 1;
         self.segments.push((a.chunk, a.span));

@@ -142,6 +142,18 @@ impl Pool {
                         return Err(Error::NotAStore(path.to_path_buf()));
                     }
                     let mem = Mem::map_file(file, len, want_dax, require)?;
+                    if create && mem.read(0, HEADER_LEN)?.iter().all(|b| *b == 0) {
+                        // Creation was interrupted before the header (written last)
+                        // reached the file: nothing else can be in it.
+                        return Self::format(
+                            mem,
+                            path,
+                            PoolGeometry {
+                                pool_size: len,
+                                ..geo
+                            },
+                        );
+                    }
                     Self::load(mem, path)
                 }
             }
@@ -203,6 +215,9 @@ impl Pool {
                 expected: stored,
                 actual,
             });
+        }
+        if version == 0 {
+            return Err(Error::corruption(path, 8, "format version 0"));
         }
         if version > FORMAT_VERSION {
             return Err(Error::UnsupportedVersion {

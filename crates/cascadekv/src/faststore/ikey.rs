@@ -1,0 +1,125 @@
+//! Keys as the FastStore index stores them: the first 8 bytes as a big-endian `u64`
+//! *prefix* kept inline, the rest (if any) on the heap.
+//!
+//! Comparing two keys compares prefixes as integers first, so most comparisons — all
+//! of them for keys of up to 8 bytes — touch no memory outside the node being searched
+//! (the same idea as Masstree's 8-byte key slices, FluidKV §5.1).
+//!
+//! Order: `(prefix, tail, len)` lexicographically equals byte-string order. With equal
+//! zero-padded prefixes, a key of at most 8 bytes is a prefix of any longer key (its
+//! padding equals the longer key's bytes), so empty tails sort first and the length
+//! breaks the tie between short keys.
+
+use std::cmp::Ordering;
+
+/// An owned key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IKey {
+    pre: u64,
+    len: u32,
+    tail: Option<Box<[u8]>>,
+}
+
+/// A borrowed key prepared for comparisons.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'a> {
+    /// Big-endian first 8 bytes, zero-padded.
+    pub pre: u64,
+    len: u32,
+    tail: &'a [u8],
+}
+
+fn prefix(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b)
+}
+
+impl<'a> Probe<'a> {
+    /// Prepares `k`.
+    pub fn new(k: &'a [u8]) -> Self {
+        Probe {
+            pre: prefix(k),
+            len: k.len() as u32,
+            tail: k.get(8..).unwrap_or(&[]),
+        }
+    }
+}
+
+impl IKey {
+    /// Copies `k`.
+    pub fn new(k: &[u8]) -> Self {
+        IKey {
+            pre: prefix(k),
+            len: k.len() as u32,
+            tail: (k.len() > 8).then(|| k[8..].into()),
+        }
+    }
+
+    /// The inline prefix.
+    pub fn pre(&self) -> u64 {
+        self.pre
+    }
+
+    fn tail(&self) -> &[u8] {
+        self.tail.as_deref().unwrap_or(&[])
+    }
+
+    /// Orders `self` against a probe.
+    pub fn cmp_probe(&self, p: &Probe<'_>) -> Ordering {
+        self.pre
+            .cmp(&p.pre)
+            .then_with(|| self.tail().cmp(p.tail))
+            .then(self.len.cmp(&p.len))
+    }
+
+    /// Orders two keys.
+    pub fn cmp_key(&self, o: &IKey) -> Ordering {
+        self.pre
+            .cmp(&o.pre)
+            .then_with(|| self.tail().cmp(o.tail()))
+            .then(self.len.cmp(&o.len))
+    }
+
+    /// The key's bytes.
+    pub fn to_boxed(&self) -> Box<[u8]> {
+        let mut v = Vec::with_capacity(self.len as usize);
+        let n = (self.len as usize).min(8);
+        v.extend_from_slice(&self.pre.to_be_bytes()[..n]);
+        v.extend_from_slice(self.tail());
+        v.into_boxed_slice()
+    }
+
+    /// Heap bytes beyond the struct itself.
+    pub fn heap_bytes(&self) -> usize {
+        self.tail.as_ref().map_or(0, |t| t.len().div_ceil(16) * 16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn order_matches_byte_order(a in proptest::collection::vec(any::<u8>(), 0..20),
+                                    b in proptest::collection::vec(any::<u8>(), 0..20)) {
+            let (ka, kb) = (IKey::new(&a), IKey::new(&b));
+            prop_assert_eq!(ka.cmp_key(&kb), a.cmp(&b));
+            prop_assert_eq!(ka.cmp_probe(&Probe::new(&b)), a.cmp(&b));
+            prop_assert_eq!(&*ka.to_boxed(), &a[..]);
+        }
+    }
+
+    #[test]
+    fn zero_padding_edge_cases() {
+        let cases: [&[u8]; 6] = [b"", b"\0", b"ab", b"ab\0", b"ab\0\0\0\0\0\0", b"ab\0\0\0\0\0\0\0"];
+        for a in cases {
+            for b in cases {
+                assert_eq!(IKey::new(a).cmp_key(&IKey::new(b)), a.cmp(b), "{a:?} vs {b:?}");
+            }
+        }
+    }
+}
