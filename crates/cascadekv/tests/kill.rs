@@ -19,7 +19,8 @@
 //!
 //! `KILL_CYCLES` (default 50) sets the number of kill/verify cycles, `KILL_SEED` the
 //! seed of the parent's and children's random choices (kill times stay
-//! timing-dependent). On failure the store and oracle are kept and their path printed.
+//! timing-dependent), `KILL_TRACE=1` prints one timing line per cycle. On failure the
+//! store and oracle are kept and their path printed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
@@ -221,6 +222,7 @@ fn child_main(root: &Path) -> Result<(), String> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
+    let t0 = Instant::now();
     let oracle_path = root.join("oracle");
     let (entries, valid_len) = read_oracle(&oracle_path)?;
     let oracle = OpenOptions::new()
@@ -241,8 +243,17 @@ fn child_main(root: &Path) -> Result<(), String> {
     }
     let batch_ids = AtomicU64::new(max_batch + 1);
 
+    let oracle_ms = t0.elapsed().as_millis();
+    let t_open = Instant::now();
     let db = Db::open(root.join("store"), options()).map_err(|e| format!("open: {e}"))?;
-    File::create(root.join("opened")).map_err(|e| format!("creating marker: {e}"))?;
+    std::fs::write(
+        root.join("opened"),
+        format!(
+            "oracle {oracle_ms} ms, open {} ms",
+            t_open.elapsed().as_millis()
+        ),
+    )
+    .map_err(|e| format!("creating marker: {e}"))?;
 
     std::thread::scope(|s| {
         for t in 0..THREADS {
@@ -695,7 +706,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     let start = Instant::now();
     let (mut kills_in_open, mut torn_batch_records, mut max_replay_ms) = (0u32, 0u64, 0u64);
     let mut last = Totals::default();
-    let (mut inflight_kept, mut inflight_dropped) = (0u64, 0u64);
+    let (mut inflight_kept, mut inflight_dropped, mut batches) = (0u64, 0u64, 0u64);
     eprintln!(
         "kill test: {cycles} cycles, seed {seed}, dir {}",
         root.display()
@@ -717,7 +728,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| fail(format!("spawning the child: {e}")))?;
+        let t_spawn = Instant::now();
         std::thread::sleep(Duration::from_millis(rng.gen_range(20..=250)));
+        let alive_ms = t_spawn.elapsed().as_millis();
         let early = child
             .try_wait()
             .map_err(|e| fail(format!("try_wait: {e}")))?;
@@ -757,8 +770,11 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         }
 
         let (entries, _) = read_oracle(&oracle).map_err(fail)?;
+        let t_open = Instant::now();
         let db = Db::open(&store, options())
             .map_err(|e| fail(format!("opening the store after the kill failed: {e}")))?;
+        let open_ms = t_open.elapsed().as_millis();
+        let t_verify = Instant::now();
         let info = db.recovery_info().clone();
         torn_batch_records += info.torn_batch_records;
         max_replay_ms = max_replay_ms.max(info.replay_micros / 1000);
@@ -768,22 +784,38 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
                 if opened { "after" } else { "before/during" }
             ))
         })?;
+        let verify_ms = t_verify.elapsed().as_millis();
+        let t_close = Instant::now();
         db.close()
             .map_err(|e| fail(format!("closing the verified store: {e}")))?;
         drop(db);
+        if std::env::var_os("KILL_TRACE").is_some() {
+            let child_says =
+                std::fs::read_to_string(&marker).unwrap_or_else(|_| "not opened".into());
+            let close_ms = t_close.elapsed().as_millis();
+            eprintln!(
+                "  cycle {cycle}: killed after {alive_ms} ms (child: {child_says}); verifier: \
+                 open {open_ms} ms (replay {} ms, {} logs, {} records), verify {verify_ms} ms, \
+                 close {close_ms} ms; acked {}",
+                info.replay_micros / 1000,
+                info.logs,
+                info.records,
+                tot.acked_key_writes
+            );
+        }
         inflight_kept += tot.unacked_recovered;
         inflight_dropped += tot.unacked_dropped;
+        batches += tot.batches_checked;
         last = tot;
         if cycle % 10 == 0 || cycle == cycles {
             eprintln!(
                 "cycle {cycle:4}: {:7} acked key writes ({} ops) verified, {} keys verified \
-                 ({} live), batches checked {}, kills before open done {kills_in_open}, \
+                 ({} live), batches checked {batches}, kills before open done {kills_in_open}, \
                  max replay {max_replay_ms} ms, {:.1} s",
                 last.acked_key_writes,
                 last.acked_ops,
                 last.keys_verified,
                 last.live_keys,
-                last.batches_checked,
                 start.elapsed().as_secs_f64()
             );
         }

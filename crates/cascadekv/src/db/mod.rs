@@ -65,8 +65,6 @@ pub struct RecoveryInfo {
     pub records: u64,
     /// Records of cut-off batches that were dropped.
     pub torn_batch_records: u64,
-    /// Chunks freed because their allocation never completed.
-    pub leaked_chunks: u64,
     /// Wall time of the log replay.
     pub replay_micros: u64,
 }

@@ -70,8 +70,6 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
     }
     let start = Instant::now();
     let disc = log::discover(&pool)?;
-    info.leaked_chunks = disc.leaked.len() as u64;
-    pool.free_chunks(&disc.leaked)?;
     let generation = disc.logs.iter().map(|l| l.generation).max().unwrap_or(0) + 1;
     let snaps = Snapshots::default();
     let fs = Arc::new(FastStore::new(&pool, generation, opts.log_slots));

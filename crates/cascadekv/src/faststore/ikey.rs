@@ -115,10 +115,21 @@ mod tests {
 
     #[test]
     fn zero_padding_edge_cases() {
-        let cases: [&[u8]; 6] = [b"", b"\0", b"ab", b"ab\0", b"ab\0\0\0\0\0\0", b"ab\0\0\0\0\0\0\0"];
+        let cases: [&[u8]; 6] = [
+            b"",
+            b"\0",
+            b"ab",
+            b"ab\0",
+            b"ab\0\0\0\0\0\0",
+            b"ab\0\0\0\0\0\0\0",
+        ];
         for a in cases {
             for b in cases {
-                assert_eq!(IKey::new(a).cmp_key(&IKey::new(b)), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(
+                    IKey::new(a).cmp_key(&IKey::new(b)),
+                    a.cmp(b),
+                    "{a:?} vs {b:?}"
+                );
             }
         }
     }

@@ -1,24 +1,44 @@
-//! The concurrent ordered DRAM index of a FastStore, with FluidKV's LSN validation
-//! (§5.1, Algorithm 1 `PutValidate`).
+//! The concurrent ordered DRAM index of a FastStore: a B-link tree with FluidKV's LSN
+//! validation (§5.1, Algorithm 1 `PutValidate`).
 //!
-//! Built on `crossbeam_skiplist::SkipMap` (lock-free ordered map; chosen by the
-//! measurement in docs/benchmarks.md). Each key maps to a [`Slot`]: a tiny mutex around
-//! the key's versions. A put finds or inserts the slot, locks it, and replaces the
-//! current version only if its LSN is newer — so with writers racing on one key the
-//! newest LSN wins and the index always agrees with what log replay would rebuild.
-//! Older versions stay in the slot only while a snapshot needs them.
+//! Structure. Leaves hold up to [`LEAF_CAP`] sorted entries — key prefixes in their
+//! own array (binary search touches a few cache lines), keys ([`IKey`]) and versions —
+//! behind one `RwLock` per leaf. Each leaf knows its exclusive upper bound (`high`) and
+//! its right sibling (`next`), so a reader that reaches a leaf through a stale path
+//! moves right (Lehman & Yao's B-link rule). Inner nodes are immutable: a split copies
+//! the path above the leaf (at most a few nodes of [`INNER_CAP`] entries) and publishes
+//! a new root with one atomic store. Splits are serialized by `smo`; they happen once
+//! every ~`LEAF_CAP/2` inserts.
 //!
-//! Thread-safety: every method takes `&self` and may be called from any thread.
-//! Entries are never removed while the index is shared; the whole index is dropped
-//! only after no reader can reach it.
+//! Validation. A put locks the key's leaf and replaces the current version only if its
+//! LSN is newer, so with writers racing on one key the newest LSN wins and the index
+//! always agrees with what log replay would rebuild. Older versions stay only while a
+//! snapshot needs them.
+//!
+//! Thread-safety: all methods take `&self`; any thread may call them. Lock order is
+//! leaf → `smo`: a splitter takes `smo` while holding its leaf, and while holding `smo`
+//! never waits for a leaf lock (it releases its leaf, then copies inner nodes). Entries
+//! are never removed (deletes are tombstones), and the whole index is dropped only
+//! when no reader can reach it.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
-use crossbeam_skiplist::SkipMap;
-use parking_lot::Mutex;
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, RwLock};
 
+use super::ikey::{IKey, Probe};
 use super::version::Version;
 use crate::snapshot::Snapshots;
+
+/// Entries per leaf.
+pub const LEAF_CAP: usize = 64;
+/// Children per inner node.
+pub const INNER_CAP: usize = 64;
+
+/// Estimated DRAM per entry for capacity accounting: prefix + key + versions, divided
+/// by the ~70% fill of a B-tree under random inserts, plus lock and node headers.
+pub const ENTRY_OVERHEAD: usize = 128;
 
 #[derive(Debug)]
 struct SlotState {
@@ -31,21 +51,29 @@ struct SlotState {
     older: Option<Box<Vec<Version>>>,
 }
 
-/// A key's versions.
 #[derive(Debug)]
-pub struct Slot {
-    st: Mutex<SlotState>,
+struct Leaf {
+    pre: Vec<u64>,
+    keys: Vec<IKey>,
+    slots: Vec<SlotState>,
+    /// Every key here is `< high`; `None` = no bound.
+    high: Option<IKey>,
+    next: Option<Arc<LeafNode>>,
 }
 
-impl Slot {
-    fn new(v: Version) -> Self {
-        Slot {
-            st: Mutex::new(SlotState {
-                cur: v,
-                older: None,
-            }),
-        }
-    }
+type LeafNode = RwLock<Leaf>;
+
+#[derive(Debug)]
+struct Inner {
+    /// `seps[i]` is the smallest key of `kids[i + 1]`'s range.
+    seps: Vec<IKey>,
+    kids: Vec<Node>,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Inner(Arc<Inner>),
+    Leaf(Arc<LeafNode>),
 }
 
 /// Outcome of [`Index::put_validate`].
@@ -59,57 +87,277 @@ pub enum PutOutcome {
     Stale,
 }
 
-/// Fixed per-entry DRAM overhead estimate used for capacity accounting
-/// (skiplist node, tower, slot, allocation headers).
-pub const ENTRY_OVERHEAD: usize = 112;
-
 /// The index.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Index {
-    map: SkipMap<Box<[u8]>, Slot>,
+    root: ArcSwap<Node>,
+    smo: Mutex<()>,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Leaf {
+    fn empty() -> Self {
+        Leaf {
+            pre: Vec::with_capacity(LEAF_CAP),
+            keys: Vec::with_capacity(LEAF_CAP),
+            slots: Vec::with_capacity(LEAF_CAP),
+            high: None,
+            next: None,
+        }
+    }
+
+    /// Position of `p`: `Ok(i)` if present, `Err(i)` where it would be inserted.
+    fn find(&self, p: &Probe<'_>) -> Result<usize, usize> {
+        // Integer search on prefixes, then a binary search among equal prefixes.
+        let lo = self.pre.partition_point(|x| *x < p.pre);
+        let run = self.pre[lo..].partition_point(|x| *x == p.pre);
+        match self.keys[lo..lo + run].binary_search_by(|k| k.cmp_probe(p)) {
+            Ok(i) => Ok(lo + i),
+            Err(i) => Err(lo + i),
+        }
+    }
+
+    /// True if `p` belongs to a leaf further right.
+    fn beyond(&self, p: &Probe<'_>) -> bool {
+        self.high
+            .as_ref()
+            .is_some_and(|h| h.cmp_probe(p) != std::cmp::Ordering::Greater)
+    }
+
+    /// Index of the first entry inside the lower bound.
+    fn lower(&self, lo: Bound<&[u8]>) -> usize {
+        match lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => match self.find(&Probe::new(k)) {
+                Ok(i) | Err(i) => i,
+            },
+            Bound::Excluded(k) => match self.find(&Probe::new(k)) {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            },
+        }
+    }
+}
+
+impl Inner {
+    fn child_for(&self, p: &Probe<'_>) -> usize {
+        // Number of separators <= p.
+        self.seps.partition_point(|s| {
+            s.pre() < p.pre || (s.pre() == p.pre && s.cmp_probe(p) != std::cmp::Ordering::Greater)
+        })
+    }
+
+    fn child_for_key(&self, k: &IKey) -> usize {
+        self.seps
+            .partition_point(|s| s.cmp_key(k) != std::cmp::Ordering::Greater)
+    }
+}
+
+fn past_hi(k: &IKey, hi: Bound<&[u8]>) -> bool {
+    match hi {
+        Bound::Unbounded => false,
+        Bound::Included(h) => k.cmp_probe(&Probe::new(h)) == std::cmp::Ordering::Greater,
+        Bound::Excluded(h) => k.cmp_probe(&Probe::new(h)) != std::cmp::Ordering::Less,
+    }
 }
 
 impl Index {
     /// An empty index.
     pub fn new() -> Self {
-        Self::default()
+        Index {
+            root: ArcSwap::from_pointee(Node::Leaf(Arc::new(RwLock::new(Leaf::empty())))),
+            smo: Mutex::new(()),
+        }
     }
 
-    /// Number of keys (tombstones included).
+    /// The leaf whose range should hold `p` according to the current root (it may have
+    /// split since; callers move right).
+    fn leaf_for(&self, p: Option<&Probe<'_>>) -> Arc<LeafNode> {
+        let root = self.root.load();
+        let mut n: &Node = &root;
+        loop {
+            match n {
+                Node::Leaf(l) => return l.clone(),
+                Node::Inner(i) => {
+                    let c = p.map_or(0, |p| i.child_for(p));
+                    match i.kids.get(c) {
+                        Some(k) => n = k,
+                        None => return first_leaf(i),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Number of keys (tombstones included). Walks the leaves: for statistics only.
     pub fn len(&self) -> usize {
-        self.map.len()
+        let mut n = 0;
+        let mut cur = Some(self.leaf_for(None));
+        while let Some(l) = cur {
+            let g = l.read();
+            n += g.keys.len();
+            cur = g.next.clone();
+        }
+        n
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
     /// Algorithm 1 `PutValidate`: install `v` unless the key already holds a newer LSN.
     pub fn put_validate(&self, key: &[u8], v: Version, snaps: &Snapshots) -> PutOutcome {
-        if let Some(e) = self.map.get(key) {
-            return update(e.value(), v, snaps);
+        let p = Probe::new(key);
+        let mut v = Some(v);
+        loop {
+            let mut leaf = self.leaf_for(Some(&p));
+            let mut g = leaf.write();
+            while g.beyond(&p) {
+                let Some(next) = g.next.clone() else { break };
+                drop(g);
+                leaf = next;
+                g = leaf.write();
+            }
+            match g.find(&p) {
+                Ok(i) => {
+                    let Some(v) = v.take() else {
+                        return PutOutcome::Stale;
+                    };
+                    return update(&mut g.slots[i], v, snaps);
+                }
+                Err(i) if g.keys.len() < LEAF_CAP => {
+                    let Some(v) = v.take() else {
+                        return PutOutcome::Stale;
+                    };
+                    g.pre.insert(i, p.pre);
+                    g.keys.insert(i, IKey::new(key));
+                    g.slots.insert(
+                        i,
+                        SlotState {
+                            cur: v,
+                            older: None,
+                        },
+                    );
+                    return PutOutcome::Inserted;
+                }
+                Err(_) => {
+                    self.split(&leaf, g);
+                }
+            }
         }
-        let lsn = v.lsn;
-        let e = self
-            .map
-            .get_or_insert_with(key.into(), || Slot::new(v.clone()));
-        if e.value().st.lock().cur.lsn == lsn {
-            return PutOutcome::Inserted;
+    }
+
+    /// Splits the full leaf `node` (write-locked as `g`) and publishes the new sibling
+    /// in the inner levels.
+    fn split(&self, node: &Arc<LeafNode>, mut g: parking_lot::RwLockWriteGuard<'_, Leaf>) {
+        let smo = self.smo.lock();
+        let mid = g.keys.len() / 2;
+        let mut right = Leaf::empty();
+        right.pre.extend(g.pre.drain(mid..));
+        right.keys.extend(g.keys.drain(mid..));
+        right.slots.extend(g.slots.drain(mid..));
+        right.high = g.high.take();
+        right.next = g.next.take();
+        let Some(sep) = right.keys.first().cloned() else {
+            return;
+        };
+        let right = Arc::new(RwLock::new(right));
+        g.high = Some(sep.clone());
+        g.next = Some(right.clone());
+        drop(g);
+        // Copy the path from the root to the leaf's parent, adding the separator.
+        let root = self.root.load_full();
+        let mut path: Vec<(Arc<Inner>, usize)> = Vec::new();
+        let mut n = (*root).clone();
+        while let Node::Inner(i) = n {
+            // `sep` lies strictly inside the split leaf's old range, so descending by it
+            // reaches that leaf (all earlier splits are published: we hold `smo`).
+            let c = i.child_for_key(&sep);
+            let next = i.kids.get(c).cloned();
+            path.push((i, c));
+            match next {
+                Some(k) => n = k,
+                None => break,
+            }
         }
-        update(e.value(), v, snaps)
+        let mut carry: Option<(IKey, Node)> = Some((sep, Node::Leaf(right)));
+        let mut replacement: Option<Node> = None;
+        for (inner, idx) in path.iter().rev() {
+            let mut seps = inner.seps.clone();
+            let mut kids = inner.kids.clone();
+            if let Some(r) = replacement.take() {
+                kids[*idx] = r;
+            }
+            if let Some((s, k)) = carry.take() {
+                seps.insert(*idx, s);
+                kids.insert(*idx + 1, k);
+            }
+            if kids.len() > INNER_CAP {
+                let m = seps.len() / 2;
+                let right_seps = seps.split_off(m + 1);
+                let up = seps.pop();
+                let right_kids = kids.split_off(m + 1);
+                replacement = Some(Node::Inner(Arc::new(Inner { seps, kids })));
+                if let Some(up) = up {
+                    carry = Some((
+                        up,
+                        Node::Inner(Arc::new(Inner {
+                            seps: right_seps,
+                            kids: right_kids,
+                        })),
+                    ));
+                }
+            } else {
+                replacement = Some(Node::Inner(Arc::new(Inner { seps, kids })));
+            }
+        }
+        let new_root = match (replacement, carry) {
+            (Some(r), None) => r,
+            (left, Some((s, k))) => {
+                let left = left.unwrap_or_else(|| Node::Leaf(node.clone()));
+                Node::Inner(Arc::new(Inner {
+                    seps: vec![s],
+                    kids: vec![left, k],
+                }))
+            }
+            (None, None) => return,
+        };
+        self.root.store(Arc::new(new_root));
+        drop(smo);
     }
 
     /// The newest version of `key`.
     pub fn get(&self, key: &[u8]) -> Option<Version> {
-        self.map.get(key).map(|e| e.value().st.lock().cur.clone())
+        self.read_key(key, |s| Some(s.cur.clone()))
     }
 
     /// The newest version of `key` visible to snapshot `snap` (epoch `<= snap`).
     pub fn get_at(&self, key: &[u8], snap: u64) -> Option<Version> {
-        self.map
-            .get(key)
-            .and_then(|e| visible(&e.value().st.lock(), snap))
+        self.read_key(key, |s| visible(s, snap))
+    }
+
+    fn read_key(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&SlotState) -> Option<Version>,
+    ) -> Option<Version> {
+        let p = Probe::new(key);
+        let mut leaf = self.leaf_for(Some(&p));
+        let mut g = leaf.read();
+        while g.beyond(&p) {
+            let next = g.next.clone()?;
+            drop(g);
+            leaf = next;
+            g = leaf.read();
+        }
+        let i = g.find(&p).ok()?;
+        f(&g.slots[i])
     }
 
     /// Visits up to `max` entries in `(lo, hi)`, appending each with the version it
@@ -126,25 +374,65 @@ impl Index {
         if bounds_empty(lo, hi) {
             return None;
         }
+        let start = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => Some(Probe::new(k)),
+            Bound::Unbounded => None,
+        };
+        let mut leaf = self.leaf_for(start.as_ref());
         let mut visited = 0;
-        for e in self.map.range::<[u8], _>((lo, hi)) {
-            visited += 1;
-            if let Some(v) = visible(&e.value().st.lock(), snap) {
-                out.push((e.key().clone(), v));
+        let mut first = true;
+        loop {
+            let g = leaf.read();
+            if let Some(p) = &start {
+                if first && g.beyond(p) {
+                    let next = g.next.clone()?;
+                    drop(g);
+                    leaf = next;
+                    continue;
+                }
             }
-            if visited >= max {
-                return Some(e.key().clone());
+            let from = if first { g.lower(lo) } else { 0 };
+            first = false;
+            for i in from..g.keys.len() {
+                if past_hi(&g.keys[i], hi) {
+                    return None;
+                }
+                visited += 1;
+                if let Some(v) = visible(&g.slots[i], snap) {
+                    out.push((g.keys[i].to_boxed(), v));
+                }
+                if visited >= max {
+                    return Some(g.keys[i].to_boxed());
+                }
             }
+            let next = g.next.clone()?;
+            drop(g);
+            leaf = next;
         }
-        None
     }
 
     /// Visits every key with its newest version, in key order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &Version)) {
-        for e in self.map.iter() {
-            f(e.key(), &e.value().st.lock().cur);
+        let mut cur = Some(self.leaf_for(None));
+        while let Some(l) = cur {
+            let g = l.read();
+            for (k, s) in g.keys.iter().zip(&g.slots) {
+                f(&k.to_boxed(), &s.cur);
+            }
+            cur = g.next.clone();
         }
     }
+}
+
+fn first_leaf(i: &Inner) -> Arc<LeafNode> {
+    let mut n = i.kids.first();
+    while let Some(node) = n {
+        match node {
+            Node::Leaf(l) => return l.clone(),
+            Node::Inner(i) => n = i.kids.first(),
+        }
+    }
+    Arc::new(RwLock::new(Leaf::empty()))
 }
 
 /// True when no key can lie between `lo` and `hi`.
@@ -164,8 +452,7 @@ fn visible(st: &SlotState, snap: u64) -> Option<Version> {
     st.older.as_ref()?.iter().find(|v| v.epoch <= snap).cloned()
 }
 
-fn update(slot: &Slot, v: Version, snaps: &Snapshots) -> PutOutcome {
-    let mut st = slot.st.lock();
+fn update(st: &mut SlotState, v: Version, snaps: &Snapshots) -> PutOutcome {
     if st.cur.lsn >= v.lsn {
         return PutOutcome::Stale;
     }
@@ -197,7 +484,7 @@ fn update(slot: &Slot, v: Version, snaps: &Snapshots) -> PutOutcome {
 mod tests {
     use super::*;
     use crate::faststore::version::Val;
-    use std::sync::Arc;
+    use std::collections::BTreeMap;
 
     fn ver(lsn: u64, epoch: u64, v: &[u8]) -> Version {
         Version {
@@ -227,16 +514,71 @@ mod tests {
     }
 
     #[test]
-    fn racing_writers_leave_the_max_lsn() {
+    fn many_keys_split_into_a_deep_tree_and_stay_ordered() {
+        let s = Snapshots::default();
+        let i = Index::new();
+        let mut model = BTreeMap::new();
+        let mut x: u64 = 7;
+        for n in 0..60_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 20) as usize;
+            let k: Vec<u8> = (0..len).map(|j| (x >> (j % 8 * 8)) as u8 % 4).collect();
+            i.put_validate(&k, ver(n + 1, 1, &n.to_le_bytes()), &s);
+            model.insert(k, n);
+        }
+        assert_eq!(i.len(), model.len());
+        let mut all = Vec::new();
+        i.for_each(|k, v| all.push((k.to_vec(), v.lsn - 1)));
+        assert_eq!(
+            all,
+            model
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect::<Vec<_>>()
+        );
+        for (k, v) in model.iter().step_by(97) {
+            assert_eq!(i.get(k).map(|x| x.lsn - 1), Some(*v));
+        }
+        // Range with bounds in the middle, in batches.
+        let lo = model.keys().nth(1000).cloned().unwrap_or_default();
+        let hi = model.keys().nth(5000).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        let mut from = Bound::Included(lo.clone());
+        loop {
+            let b = match &from {
+                Bound::Included(k) => Bound::Included(k.as_slice()),
+                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            match i.collect_range(b, Bound::Excluded(&hi), u64::MAX, 333, &mut out) {
+                Some(last) => from = Bound::Excluded(last.to_vec()),
+                None => break,
+            }
+        }
+        let want: Vec<_> = model.range(lo..hi).map(|(k, _)| k.clone()).collect();
+        assert_eq!(
+            out.into_iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(),
+            want
+        );
+    }
+
+    #[test]
+    fn racing_writers_and_readers_with_splits() {
         let s = Arc::new(Snapshots::default());
         let i = Arc::new(Index::new());
         let hs: Vec<_> = (0..4u64)
             .map(|t| {
                 let (s, i) = (s.clone(), i.clone());
                 std::thread::spawn(move || {
-                    for n in 0..2000u64 {
+                    for n in 0..20_000u64 {
+                        let k = (n * 7919 % 5000).to_be_bytes();
                         let lsn = n * 4 + t + 1;
-                        i.put_validate(&(n % 7).to_le_bytes(), ver(lsn, 1, &lsn.to_le_bytes()), &s);
+                        i.put_validate(&k, ver(lsn, 1, &lsn.to_le_bytes()), &s);
+                        if n % 3 == 0 {
+                            assert!(i.get(&k).is_some());
+                        }
                     }
                 })
             })
@@ -244,9 +586,13 @@ mod tests {
         for h in hs {
             assert!(h.join().is_ok());
         }
-        for k in 0..7u64 {
-            let max = (0..2000u64).filter(|n| n % 7 == k).map(|n| n * 4 + 4).max();
-            assert_eq!(i.get(&k.to_le_bytes()).map(|v| v.lsn), max);
+        assert_eq!(i.len(), 5000);
+        for k in 0..5000u64 {
+            let max = (0..20_000u64)
+                .filter(|n| n * 7919 % 5000 == k)
+                .map(|n| n * 4 + 4)
+                .max();
+            assert_eq!(i.get(&k.to_be_bytes()).map(|v| v.lsn), max, "key {k}");
         }
     }
 
@@ -266,9 +612,6 @@ mod tests {
         assert_eq!(i.get(b"a").map(|v| v.val), Some(Val::inline(b"new")));
         s.release(snap);
         i.put_validate(b"a", ver(4, s.write_epoch(), b"newest"), &s);
-        assert!(i
-            .map
-            .get(&b"a"[..])
-            .is_some_and(|e| e.value().st.lock().older.is_none()));
+        assert_eq!(i.get_at(b"a", snap).map(|v| v.lsn), None);
     }
 }

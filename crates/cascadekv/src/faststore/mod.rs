@@ -16,6 +16,7 @@
 //! write — LSN fetch, log append, optional sync and index update — which is what lets
 //! the switcher and snapshot creation wait for in-flight writes by locking slots.
 
+pub mod ikey;
 pub mod index;
 pub mod version;
 

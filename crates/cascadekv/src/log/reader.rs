@@ -4,10 +4,10 @@
 //! [`replay`] reads one log in order and hands every complete record to a callback;
 //! records of an atomic batch are only handed over once the whole batch was read.
 //!
-//! End-of-log rule: the first position in the *last* segment that does not hold a valid
-//! record ends the log — unless a later valid record in that segment carries a MARK
-//! saying the bad position was already durable, in which case (and for a bad record in
-//! any earlier segment, which was fenced before the next one existed) the log is
+//! End-of-log rule: the first position that does not hold a valid record ends the log —
+//! unless there is evidence that the position was once durable: a later valid record in
+//! the same segment whose MARK covers it, or a valid record in any later segment (the
+//! writer fences a segment's tail before it writes into the next one). Then the log is
 //! corrupt and replay fails with `Error::Corruption` naming the offset.
 //!
 //! Runs single-threaded during open; nothing else touches the pool meanwhile.
@@ -49,8 +49,6 @@ pub struct Discovery {
     pub logs: Vec<LogInfo>,
     /// Allocated chunks of other kinds: (header, first chunk).
     pub others: Vec<(ChunkHeader, u64)>,
-    /// Allocated chunks whose header is all zeros (half-done allocations): (chunk, 1).
-    pub leaked: Vec<(u64, u64)>,
 }
 
 /// Walks every allocated chunk, recording epochs in the pool as it goes.
@@ -64,19 +62,13 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
             continue;
         }
         let Some(h) = pool.chunk_header(c)? else {
-            // An all-zero header is an allocation that never completed (free chunks
-            // have zeroed headers); anything else was a header and is now damaged.
-            let raw = pool.mem().read(pool.chunk_offset(c), CHUNK_HEADER_LEN)?;
-            if raw.iter().any(|b| *b != 0) {
-                return Err(Error::corruption(
-                    pool.path(),
-                    pool.chunk_offset(c),
-                    "allocated chunk has a damaged header",
-                ));
-            }
-            d.leaked.push((c, 1));
-            c += 1;
-            continue;
+            // Headers are durable before the bitmap marks a chunk allocated, so an
+            // allocated chunk without a valid header has been damaged.
+            return Err(Error::corruption(
+                pool.path(),
+                pool.chunk_offset(c),
+                "allocated chunk has a damaged header",
+            ));
         };
         let span = u64::from(h.span).max(1);
         pool.note_epoch(c, span, h.epoch);
@@ -148,8 +140,11 @@ pub fn replay<'p>(
 ) -> Result<ReplayEnd> {
     let mut end = ReplayEnd::default();
     let mut pending: Option<(u32, Vec<(RecordOut<'p>, u64)>)> = None;
-    let last = log.segments.len().saturating_sub(1);
+    let mut ended = false;
     for (i, seg) in log.segments.iter().enumerate() {
+        if ended {
+            break;
+        }
         let base = pool.chunk_offset(seg.chunk);
         let cap = seg.span * pool.chunk_size();
         let bytes = pool.mem().read(base, cap)?;
@@ -159,8 +154,13 @@ pub fn replay<'p>(
             let rec = match decode(rest, seg.epoch) {
                 Ok(r) => r,
                 Err(why) => {
-                    if i != last {
-                        return Err(bad_record(pool, base + pos, why, "in a completed segment"));
+                    if later_segment_has_records(pool, &log.segments[i + 1..])? {
+                        return Err(bad_record(
+                            pool,
+                            base + pos,
+                            why,
+                            "before a later segment's records",
+                        ));
                     }
                     if let Some(m) = later_mark_covering(bytes, pos, seg.epoch) {
                         return Err(bad_record(
@@ -170,8 +170,8 @@ pub fn replay<'p>(
                             &format!("followed by a record marking offset {m} durable"),
                         ));
                     }
-                    // Torn tail: the log ends here.
-                    pos = cap;
+                    // Torn tail: the log ends here (later segments hold no record).
+                    ended = true;
                     break;
                 }
             };
@@ -212,12 +212,28 @@ pub fn replay<'p>(
                 },
             }
         }
-        let _ = pos;
     }
     if let Some((_, recs)) = pending {
         end.torn_batch_records = recs.len() as u64;
     }
     Ok(end)
+}
+
+/// True if any of `segs` starts with a valid record: the writer fences a segment's
+/// tail before writing into the next one, so such a record proves everything before
+/// it was durable.
+fn later_segment_has_records(pool: &Pool, segs: &[SegmentInfo]) -> Result<bool> {
+    for s in segs {
+        let base = pool.chunk_offset(s.chunk);
+        let cap = s.span * pool.chunk_size();
+        let bytes = pool
+            .mem()
+            .read(base + CHUNK_HEADER_LEN, cap - CHUNK_HEADER_LEN)?;
+        if decode(bytes, s.epoch).is_ok() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn bad_record(pool: &Pool, off: u64, why: Invalid, ctx: &str) -> Error {

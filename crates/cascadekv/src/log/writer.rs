@@ -7,9 +7,10 @@
 //!
 //! Invariants:
 //! * Only the owning writer appends to a segment; records never move once written.
-//! * Moving to a new segment first writes an `End` record and fences the old segment's
-//!   tail, so a log's earlier segments are always complete and durable: a bad record
-//!   in any segment but the last is corruption.
+//! * Moving to a new segment allocates it first (so a full pool changes nothing), then
+//!   writes an `End` record and fences the old segment's tail before any record goes
+//!   into the new one: a valid record in a later segment proves every earlier segment
+//!   complete and durable.
 //! * `fenced` is the segment offset up to which everything is durable; the first record
 //!   written after it advances carries it as a MARK.
 //!

@@ -172,10 +172,18 @@ impl Allocator {
         mem.persist(self.geo.base + copy * self.geo.copy_size, &buf)
     }
 
-    /// Allocates `span` contiguous chunks and persists the bitmap. The returned epoch
-    /// is unique. Space is reserved on the backing file first, so a full disk is an
-    /// error here rather than a fault on first write.
-    pub fn alloc(&self, mem: &Mem, span: u64) -> Result<Allocation> {
+    /// Allocates `span` contiguous chunks. Under the allocator lock it reserves space
+    /// on the backing file (so a full disk is an error here, not a fault on first
+    /// write), calls `init(first_chunk, epoch)` — which must make the chunk's header
+    /// durable — and only then persists the bitmap marking the chunks allocated. So an
+    /// allocated chunk always has a valid header; a crash before the bitmap persist
+    /// leaves a header in a chunk the bitmap still calls free, which nothing reads.
+    pub fn alloc(
+        &self,
+        mem: &Mem,
+        span: u64,
+        init: impl FnOnce(u64, u64) -> Result<()>,
+    ) -> Result<Allocation> {
         let mut st = self.state.lock();
         let total = self.geo.chunk_count;
         let start = find_run(&st.bits, total, span, st.hint).ok_or(Error::PoolFull {
@@ -183,6 +191,9 @@ impl Allocator {
             wanted: span,
         })?;
         mem.reserve(start * self.chunk_size, span * self.chunk_size)?;
+        // The epoch is the generation the bitmap persist below will carry.
+        let epoch = st.generation + 1;
+        init(start, epoch)?;
         for c in start..start + span {
             set_bit(&mut st.bits, c, true);
         }
@@ -195,10 +206,11 @@ impl Allocator {
             st.used -= span;
             return Err(e);
         }
+        debug_assert_eq!(st.generation, epoch);
         Ok(Allocation {
             chunk: start,
             span,
-            epoch: st.generation,
+            epoch,
         })
     }
 
@@ -332,15 +344,18 @@ mod tests {
     fn alloc_free_reload_and_pool_full() -> Result<()> {
         let (_dev, mem, geo) = setup()?;
         let a = Allocator::create(&mem, geo, 1024, 2)?;
-        let x = a.alloc(&mem, 3)?;
+        let x = a.alloc(&mem, 3, |_, _| Ok(()))?;
         assert_eq!((x.chunk, x.span), (2, 3));
-        let y = a.alloc(&mem, 1)?;
+        let y = a.alloc(&mem, 1, |_, _| Ok(()))?;
         assert!(y.epoch > x.epoch);
         a.free(&mem, 2, 3)?;
         let b = Allocator::load(&mem, geo, 1024, std::path::Path::new("pool"))?;
         assert!(!b.is_allocated(2) && b.is_allocated(5) && b.is_allocated(0));
         assert_eq!(b.used_chunks(), 3);
-        assert!(matches!(a.alloc(&mem, 1000), Err(Error::PoolFull { .. })));
+        assert!(matches!(
+            a.alloc(&mem, 1000, |_, _| Ok(())),
+            Err(Error::PoolFull { .. })
+        ));
         Ok(())
     }
 
@@ -348,7 +363,7 @@ mod tests {
     fn torn_copy_falls_back_to_the_older_one() -> Result<()> {
         let (dev, mem, geo) = setup()?;
         let a = Allocator::create(&mem, geo, 1024, 1)?;
-        a.alloc(&mem, 1)?; // generation 2 in copy 0
+        a.alloc(&mem, 1, |_, _| Ok(()))?; // generation 2 in copy 0
         let img = dev.crash_image(CrashMode::DropAll);
         // Damage the newest copy: the older one must win.
         let mut bad = img.clone();

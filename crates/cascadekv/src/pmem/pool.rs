@@ -313,10 +313,10 @@ impl Pool {
         c * self.chunk_size
     }
 
-    /// Allocates `span` chunks for `kind` and persists their header. The chunk is
-    /// recognisable by recovery from the moment this returns; a crash between the
-    /// bitmap and header writes leaves an allocated chunk with no valid header, which
-    /// recovery frees. `owner: None` uses the allocation's (unique) epoch as owner id.
+    /// Allocates `span` chunks for `kind`; their header is durable before the bitmap
+    /// calls them allocated (see [`Allocator::alloc`]), so recovery never meets an
+    /// allocated chunk without a valid header. `owner: None` uses the allocation's
+    /// (unique) epoch as the owner id.
     pub fn alloc_chunk(
         &self,
         kind: ChunkKind,
@@ -327,20 +327,21 @@ impl Pool {
     ) -> Result<(Allocation, ChunkHeader)> {
         let span16 =
             u16::try_from(span).map_err(|_| Error::invalid("allocation spans too many chunks"))?;
-        let a = self.alloc.alloc(&self.mem, span)?;
-        let h = ChunkHeader {
-            kind,
-            span: span16,
-            epoch: a.epoch,
-            owner: owner.unwrap_or(a.epoch),
-            seq,
-            aux,
-        };
-        let r = self.mem.persist(self.chunk_offset(a.chunk), &h.encode());
-        if let Err(e) = r {
-            let _ = self.alloc.free(&self.mem, a.chunk, span);
-            return Err(e);
-        }
+        let mut header = None;
+        let a = self.alloc.alloc(&self.mem, span, |chunk, epoch| {
+            let h = ChunkHeader {
+                kind,
+                span: span16,
+                epoch,
+                owner: owner.unwrap_or(epoch),
+                seq,
+                aux,
+            };
+            self.mem.persist(self.chunk_offset(chunk), &h.encode())?;
+            header = Some(h);
+            Ok(())
+        })?;
+        let h = header.ok_or_else(|| Error::Internal("chunk header not written".into()))?;
         self.note_epoch(a.chunk, span, a.epoch);
         Ok((a, h))
     }
@@ -362,20 +363,13 @@ impl Pool {
             .map_or(0, |e| e.load(Ordering::Acquire))
     }
 
-    /// Frees allocations. Each chunk's header is invalidated and made durable before
-    /// the bitmap says "free", so a free (or re-allocated, not yet initialised) chunk
-    /// never carries a valid header of a former owner that recovery could resurrect.
+    /// Frees allocations with one bitmap persist. Headers are left in place: a chunk
+    /// is re-initialised (new header, new epoch) before it is allocated again, and
+    /// stale records in it fail their epoch-seeded checksums.
     pub fn free_chunks(&self, runs: &[(u64, u64)]) -> Result<()> {
-        let mut set = super::persist::FlushSet::new();
         for &(c, span) in runs {
             self.note_epoch(c, span, 0);
-            for i in c..c.saturating_add(span).min(self.chunk_count) {
-                let off = self.chunk_offset(i);
-                self.mem.write(off, &[0u8; CHUNK_HEADER_LEN as usize])?;
-                self.mem.flush(&mut set, off, CHUNK_HEADER_LEN);
-            }
         }
-        self.mem.fence(&mut set)?;
         self.alloc.free_many(&self.mem, runs)
     }
 
