@@ -8,9 +8,9 @@
 //! counters chosen by key hash. Heap use is measured with the counting
 //! global allocator.
 //!
-//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c]`
+//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d]`
 //! with a = crossbeam SkipMap, b = scc TreeIndex, c = 64 sharded
-//! `RwLock<BTreeMap>` (naive baseline).
+//! `RwLock<BTreeMap>` (naive baseline), d = CascadeKV's own B-link tree.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -97,6 +97,42 @@ impl Index for SkipList {
                 black_box(e.value().lock().value);
             })
             .count()
+    }
+}
+
+/// (d) CascadeKV's own B-link tree (`cascadekv::faststore::Index`): inline key
+/// prefixes, per-leaf locks, copy-on-write inner nodes. Values are stored inline.
+struct Own(cascadekv::faststore::Index, cascadekv::snapshot::Snapshots);
+
+impl Index for Own {
+    fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
+        let v = cascadekv::faststore::Version {
+            lsn,
+            epoch: 1,
+            val: cascadekv::faststore::Val::inline(&value.to_le_bytes()),
+        };
+        self.0.put_validate(key, v, &self.1) == cascadekv::faststore::PutOutcome::Replaced
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let v = self.0.get(key)?;
+        let b = v.val.inline_bytes()?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b.get(..8)?);
+        Some(u64::from_le_bytes(a))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> usize {
+        let mut out = Vec::with_capacity(n);
+        self.0.collect_range(
+            Bound::Included(start),
+            Bound::Unbounded,
+            u64::MAX,
+            n,
+            &mut out,
+        );
+        black_box(&out);
+        out.len()
     }
 }
 
@@ -317,7 +353,7 @@ struct Args {
 }
 
 fn usage_exit(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c]");
+    eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d]");
     std::process::exit(2);
 }
 
@@ -325,7 +361,7 @@ fn parse_args() -> Args {
     let mut args = Args {
         num: 4_000_000,
         threads: 2,
-        candidates: vec!["a".into(), "b".into(), "c".into()],
+        candidates: vec!["a".into(), "b".into(), "c".into(), "d".into()],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -369,6 +405,14 @@ fn main() {
                 "c" => (
                     "64x RwLock<BTreeMap>",
                     bench(&Sharded::new(), &keys, args.threads),
+                ),
+                "d" => (
+                    "cascadekv B-link tree",
+                    bench(
+                        &Own(cascadekv::faststore::Index::new(), Default::default()),
+                        &keys,
+                        args.threads,
+                    ),
                 ),
                 other => usage_exit(&format!("unknown candidate {other}")),
             };

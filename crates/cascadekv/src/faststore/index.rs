@@ -51,11 +51,23 @@ struct SlotState {
     older: Option<Box<Vec<Version>>>,
 }
 
+/// A key and its versions.
+#[derive(Debug)]
+struct Entry {
+    key: IKey,
+    slot: SlotState,
+}
+
+/// Entries sit in insertion order (an insert moves nothing but one byte per entry of
+/// `order`); `order` lists entry indices in key order (Masstree's permutation idea).
+/// Prefixes and the permutation live inline, in the same allocation as the lock, so
+/// a search costs one cache-miss chain; `entries` is touched only on a prefix match.
 #[derive(Debug)]
 struct Leaf {
-    pre: Vec<u64>,
-    keys: Vec<IKey>,
-    slots: Vec<SlotState>,
+    len: usize,
+    pre: [u64; LEAF_CAP],
+    order: [u8; LEAF_CAP],
+    entries: Vec<Entry>,
     /// Every key here is `< high`; `None` = no bound.
     high: Option<IKey>,
     next: Option<Arc<LeafNode>>,
@@ -63,11 +75,14 @@ struct Leaf {
 
 type LeafNode = RwLock<Leaf>;
 
+/// Immutable inner node; separator prefixes and children inline.
 #[derive(Debug)]
 struct Inner {
+    /// `pres[i]` = prefix of `seps[i]`.
+    pres: [u64; INNER_CAP],
     /// `seps[i]` is the smallest key of `kids[i + 1]`'s range.
     seps: Vec<IKey>,
-    kids: Vec<Node>,
+    kids: [Option<Node>; INNER_CAP],
 }
 
 #[derive(Debug, Clone)]
@@ -103,23 +118,94 @@ impl Default for Index {
 impl Leaf {
     fn empty() -> Self {
         Leaf {
-            pre: Vec::with_capacity(LEAF_CAP),
-            keys: Vec::with_capacity(LEAF_CAP),
-            slots: Vec::with_capacity(LEAF_CAP),
+            len: 0,
+            pre: [0; LEAF_CAP],
+            order: [0; LEAF_CAP],
+            entries: Vec::with_capacity(LEAF_CAP),
             high: None,
             next: None,
         }
     }
 
-    /// Position of `p`: `Ok(i)` if present, `Err(i)` where it would be inserted.
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn order(&self) -> &[u8] {
+        &self.order[..self.len]
+    }
+
+    /// Entry index of the `pos`-th key in key order.
+    fn at(&self, pos: usize) -> usize {
+        self.order[pos] as usize
+    }
+
+    fn key(&self, e: usize) -> &IKey {
+        &self.entries[e].key
+    }
+
+    /// Finds `p`: `Ok(entry)` if present, `Err(pos)` = its insert position in key
+    /// order. One branchless pass over the inline prefixes (vectorized; its cache
+    /// misses overlap instead of forming a binary search's dependent chain); full keys
+    /// are only compared among entries with an equal prefix.
     fn find(&self, p: &Probe<'_>) -> Result<usize, usize> {
-        // Integer search on prefixes, then a binary search among equal prefixes.
-        let lo = self.pre.partition_point(|x| *x < p.pre);
-        let run = self.pre[lo..].partition_point(|x| *x == p.pre);
-        match self.keys[lo..lo + run].binary_search_by(|k| k.cmp_probe(p)) {
-            Ok(i) => Ok(lo + i),
+        let pre = &self.pre[..self.len];
+        let lo = pre.iter().filter(|&&x| x < p.pre).count();
+        let run = pre.iter().filter(|&&x| x == p.pre).count();
+        if run == 0 {
+            return Err(lo);
+        }
+        match self.order[lo..lo + run].binary_search_by(|&e| self.key(e as usize).cmp_probe(p)) {
+            Ok(i) => Ok(self.at(lo + i)),
             Err(i) => Err(lo + i),
         }
+    }
+
+    /// Position in key order of entry `e`.
+    fn pos_of(&self, e: usize) -> usize {
+        self.order()
+            .iter()
+            .position(|&x| x as usize == e)
+            .unwrap_or(0)
+    }
+
+    fn insert(&mut self, pos: usize, pre: u64, key: IKey, slot: SlotState) {
+        let e = self.entries.len();
+        self.entries.push(Entry { key, slot });
+        self.pre[e] = pre;
+        self.order.copy_within(pos..self.len, pos + 1);
+        self.order[pos] = e as u8;
+        self.len += 1;
+    }
+
+    /// Moves the upper half (in key order) into a new leaf; both halves come out
+    /// compacted in key order.
+    fn split_off_upper(&mut self) -> Leaf {
+        let mid = self.len / 2;
+        let mut lower = Leaf::empty();
+        let mut upper = Leaf::empty();
+        let mut entries: Vec<Option<Entry>> = std::mem::take(&mut self.entries)
+            .into_iter()
+            .map(Some)
+            .collect();
+        for (pos, &e) in self.order().iter().enumerate() {
+            let e = e as usize;
+            let dst = if pos < mid { &mut lower } else { &mut upper };
+            if let Some(entry) = entries[e].take() {
+                let n = dst.len;
+                dst.pre[n] = self.pre[e];
+                dst.order[n] = n as u8;
+                dst.entries.push(entry);
+                dst.len += 1;
+            }
+        }
+        upper.high = self.high.take();
+        upper.next = self.next.take();
+        self.len = lower.len;
+        self.pre = lower.pre;
+        self.order = lower.order;
+        self.entries = lower.entries;
+        upper
     }
 
     /// True if `p` belongs to a leaf further right.
@@ -129,15 +215,16 @@ impl Leaf {
             .is_some_and(|h| h.cmp_probe(p) != std::cmp::Ordering::Greater)
     }
 
-    /// Index of the first entry inside the lower bound.
+    /// Position (in key order) of the first entry inside the lower bound.
     fn lower(&self, lo: Bound<&[u8]>) -> usize {
         match lo {
             Bound::Unbounded => 0,
             Bound::Included(k) => match self.find(&Probe::new(k)) {
-                Ok(i) | Err(i) => i,
+                Ok(e) => self.pos_of(e),
+                Err(i) => i,
             },
             Bound::Excluded(k) => match self.find(&Probe::new(k)) {
-                Ok(i) => i + 1,
+                Ok(e) => self.pos_of(e) + 1,
                 Err(i) => i,
             },
         }
@@ -145,11 +232,39 @@ impl Leaf {
 }
 
 impl Inner {
+    /// Builds a node from `seps` and `kids` (`kids.len() == seps.len() + 1 <= INNER_CAP`).
+    fn new(seps: Vec<IKey>, kids: Vec<Node>) -> Self {
+        let mut pres = [0u64; INNER_CAP];
+        for (p, s) in pres.iter_mut().zip(&seps) {
+            *p = s.pre();
+        }
+        let mut arr: [Option<Node>; INNER_CAP] = std::array::from_fn(|_| None);
+        for (slot, k) in arr.iter_mut().zip(kids) {
+            *slot = Some(k);
+        }
+        Inner {
+            pres,
+            seps,
+            kids: arr,
+        }
+    }
+
+    fn kid(&self, i: usize) -> Option<&Node> {
+        self.kids.get(i).and_then(Option::as_ref)
+    }
+
+    fn kids_vec(&self) -> Vec<Node> {
+        self.kids.iter().map_while(Option::clone).collect()
+    }
+
     fn child_for(&self, p: &Probe<'_>) -> usize {
-        // Number of separators <= p.
-        self.seps.partition_point(|s| {
-            s.pre() < p.pre || (s.pre() == p.pre && s.cmp_probe(p) != std::cmp::Ordering::Greater)
-        })
+        // Number of separators <= p: a branchless count over the sorted prefixes, then
+        // full keys among equal prefixes.
+        let pres = &self.pres[..self.seps.len()];
+        let lo = pres.iter().filter(|&&x| x < p.pre).count();
+        let run = pres[lo..].iter().take_while(|&&x| x == p.pre).count();
+        lo + self.seps[lo..lo + run]
+            .partition_point(|s| s.cmp_probe(p) != std::cmp::Ordering::Greater)
     }
 
     fn child_for_key(&self, k: &IKey) -> usize {
@@ -185,7 +300,7 @@ impl Index {
                 Node::Leaf(l) => return l.clone(),
                 Node::Inner(i) => {
                     let c = p.map_or(0, |p| i.child_for(p));
-                    match i.kids.get(c) {
+                    match i.kid(c) {
                         Some(k) => n = k,
                         None => return first_leaf(i),
                     }
@@ -200,7 +315,7 @@ impl Index {
         let mut cur = Some(self.leaf_for(None));
         while let Some(l) = cur {
             let g = l.read();
-            n += g.keys.len();
+            n += g.len();
             cur = g.next.clone();
         }
         n
@@ -225,25 +340,21 @@ impl Index {
                 g = leaf.write();
             }
             match g.find(&p) {
-                Ok(i) => {
+                Ok(e) => {
                     let Some(v) = v.take() else {
                         return PutOutcome::Stale;
                     };
-                    return update(&mut g.slots[i], v, snaps);
+                    return update(&mut g.entries[e].slot, v, snaps);
                 }
-                Err(i) if g.keys.len() < LEAF_CAP => {
+                Err(pos) if g.len() < LEAF_CAP => {
                     let Some(v) = v.take() else {
                         return PutOutcome::Stale;
                     };
-                    g.pre.insert(i, p.pre);
-                    g.keys.insert(i, IKey::new(key));
-                    g.slots.insert(
-                        i,
-                        SlotState {
-                            cur: v,
-                            older: None,
-                        },
-                    );
+                    let slot = SlotState {
+                        cur: v,
+                        older: None,
+                    };
+                    g.insert(pos, p.pre, IKey::new(key), slot);
                     return PutOutcome::Inserted;
                 }
                 Err(_) => {
@@ -257,14 +368,8 @@ impl Index {
     /// in the inner levels.
     fn split(&self, node: &Arc<LeafNode>, mut g: parking_lot::RwLockWriteGuard<'_, Leaf>) {
         let smo = self.smo.lock();
-        let mid = g.keys.len() / 2;
-        let mut right = Leaf::empty();
-        right.pre.extend(g.pre.drain(mid..));
-        right.keys.extend(g.keys.drain(mid..));
-        right.slots.extend(g.slots.drain(mid..));
-        right.high = g.high.take();
-        right.next = g.next.take();
-        let Some(sep) = right.keys.first().cloned() else {
+        let right = g.split_off_upper();
+        let Some(sep) = right.entries.first().map(|e| e.key.clone()) else {
             return;
         };
         let right = Arc::new(RwLock::new(right));
@@ -279,7 +384,7 @@ impl Index {
             // `sep` lies strictly inside the split leaf's old range, so descending by it
             // reaches that leaf (all earlier splits are published: we hold `smo`).
             let c = i.child_for_key(&sep);
-            let next = i.kids.get(c).cloned();
+            let next = i.kid(c).cloned();
             path.push((i, c));
             match next {
                 Some(k) => n = k,
@@ -290,7 +395,7 @@ impl Index {
         let mut replacement: Option<Node> = None;
         for (inner, idx) in path.iter().rev() {
             let mut seps = inner.seps.clone();
-            let mut kids = inner.kids.clone();
+            let mut kids = inner.kids_vec();
             if let Some(r) = replacement.take() {
                 kids[*idx] = r;
             }
@@ -303,28 +408,20 @@ impl Index {
                 let right_seps = seps.split_off(m + 1);
                 let up = seps.pop();
                 let right_kids = kids.split_off(m + 1);
-                replacement = Some(Node::Inner(Arc::new(Inner { seps, kids })));
+                replacement = Some(Node::Inner(Arc::new(Inner::new(seps, kids))));
                 if let Some(up) = up {
-                    carry = Some((
-                        up,
-                        Node::Inner(Arc::new(Inner {
-                            seps: right_seps,
-                            kids: right_kids,
-                        })),
-                    ));
+                    let right = Inner::new(right_seps, right_kids);
+                    carry = Some((up, Node::Inner(Arc::new(right))));
                 }
             } else {
-                replacement = Some(Node::Inner(Arc::new(Inner { seps, kids })));
+                replacement = Some(Node::Inner(Arc::new(Inner::new(seps, kids))));
             }
         }
         let new_root = match (replacement, carry) {
             (Some(r), None) => r,
             (left, Some((s, k))) => {
                 let left = left.unwrap_or_else(|| Node::Leaf(node.clone()));
-                Node::Inner(Arc::new(Inner {
-                    seps: vec![s],
-                    kids: vec![left, k],
-                }))
+                Node::Inner(Arc::new(Inner::new(vec![s], vec![left, k])))
             }
             (None, None) => return,
         };
@@ -356,8 +453,8 @@ impl Index {
             leaf = next;
             g = leaf.read();
         }
-        let i = g.find(&p).ok()?;
-        f(&g.slots[i])
+        let e = g.find(&p).ok()?;
+        f(&g.entries[e].slot)
     }
 
     /// Visits up to `max` entries in `(lo, hi)`, appending each with the version it
@@ -393,16 +490,17 @@ impl Index {
             }
             let from = if first { g.lower(lo) } else { 0 };
             first = false;
-            for i in from..g.keys.len() {
-                if past_hi(&g.keys[i], hi) {
+            for pos in from..g.len() {
+                let en = &g.entries[g.at(pos)];
+                if past_hi(&en.key, hi) {
                     return None;
                 }
                 visited += 1;
-                if let Some(v) = visible(&g.slots[i], snap) {
-                    out.push((g.keys[i].to_boxed(), v));
+                if let Some(v) = visible(&en.slot, snap) {
+                    out.push((en.key.to_boxed(), v));
                 }
                 if visited >= max {
-                    return Some(g.keys[i].to_boxed());
+                    return Some(en.key.to_boxed());
                 }
             }
             let next = g.next.clone()?;
@@ -416,8 +514,9 @@ impl Index {
         let mut cur = Some(self.leaf_for(None));
         while let Some(l) = cur {
             let g = l.read();
-            for (k, s) in g.keys.iter().zip(&g.slots) {
-                f(&k.to_boxed(), &s.cur);
+            for &e in g.order() {
+                let en = &g.entries[e as usize];
+                f(&en.key.to_boxed(), &en.slot.cur);
             }
             cur = g.next.clone();
         }
@@ -425,11 +524,11 @@ impl Index {
 }
 
 fn first_leaf(i: &Inner) -> Arc<LeafNode> {
-    let mut n = i.kids.first();
+    let mut n = i.kid(0);
     while let Some(node) = n {
         match node {
             Node::Leaf(l) => return l.clone(),
-            Node::Inner(i) => n = i.kids.first(),
+            Node::Inner(i) => n = i.kid(0),
         }
     }
     Arc::new(RwLock::new(Leaf::empty()))
