@@ -11,52 +11,81 @@
 //!
 //! Without that, [`heap_bytes`] and [`peak_heap_bytes`] stay at 0.
 //!
-//! Thread safety: the counters are atomics updated with relaxed ordering, so
-//! any thread may allocate and read them concurrently. Readings are exact
-//! when no other thread is allocating; otherwise they are a momentary view.
-//! Each counter sits on its own cache line, but every allocation still
-//! touches the shared "current" counter, which costs some throughput on
-//! allocation-heavy, many-threaded workloads (equally for all measured code).
+//! Thread safety and cost: each thread counts into its own cache-line-padded shard
+//! (picked once per thread), so allocation-heavy multi-threaded workloads do not
+//! bounce one shared counter between cores. [`heap_bytes`] sums the shards (a
+//! momentary view while other threads allocate). The peak is *sampled*: every
+//! [`heap_bytes`] call and every [`sample_peak`] call (the benchmark runner calls it
+//! on a timer) raises it to the current sum, so short spikes between samples can be
+//! missed.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::Relaxed};
 
-/// A counter alone on its cache line, so the two counters do not false-share.
+const SHARDS: usize = 64;
+
+/// A counter alone on its cache line, so shards do not false-share.
 #[repr(align(64))]
-struct PaddedCounter(AtomicUsize);
+struct Shard(AtomicIsize);
 
-static CURRENT: PaddedCounter = PaddedCounter(AtomicUsize::new(0));
-static PEAK: PaddedCounter = PaddedCounter(AtomicUsize::new(0));
+static CURRENT: [Shard; SHARDS] = [const { Shard(AtomicIsize::new(0)) }; SHARDS];
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static MY_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
 
 /// Global allocator that forwards to [`System`] and counts live heap bytes.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CountingAlloc;
 
-/// Bytes currently allocated through [`CountingAlloc`] (requested sizes).
-pub fn heap_bytes() -> usize {
-    CURRENT.0.load(Relaxed)
+fn shard() -> &'static AtomicIsize {
+    let i = MY_SHARD
+        .try_with(|c| {
+            let mut i = c.get();
+            if i == usize::MAX {
+                i = NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS;
+                c.set(i);
+            }
+            i
+        })
+        .unwrap_or(0);
+    &CURRENT[i].0
 }
 
-/// Highest value [`heap_bytes`] has reached since start or [`reset_peak`].
+/// Bytes currently allocated through [`CountingAlloc`] (requested sizes); also
+/// samples the peak.
+pub fn heap_bytes() -> usize {
+    let sum: isize = CURRENT.iter().map(|s| s.0.load(Relaxed)).sum();
+    let now = sum.max(0) as usize;
+    PEAK.fetch_max(now, Relaxed);
+    now
+}
+
+/// Raises the recorded peak to the current heap size.
+pub fn sample_peak() {
+    heap_bytes();
+}
+
+/// Highest sampled value of [`heap_bytes`] since start or [`reset_peak`].
 pub fn peak_heap_bytes() -> usize {
-    PEAK.0.load(Relaxed)
+    PEAK.load(Relaxed).max(heap_bytes())
 }
 
 /// Restarts peak tracking from the current live heap size.
 pub fn reset_peak() {
-    PEAK.0.store(CURRENT.0.load(Relaxed), Relaxed);
+    PEAK.store(0, Relaxed);
+    heap_bytes();
 }
 
 fn record_alloc(size: usize) {
-    let now = CURRENT.0.fetch_add(size, Relaxed) + size;
-    // Only write the peak line when a new peak is actually reached.
-    if now > PEAK.0.load(Relaxed) {
-        PEAK.0.fetch_max(now, Relaxed);
-    }
+    shard().fetch_add(size as isize, Relaxed);
 }
 
 fn record_dealloc(size: usize) {
-    CURRENT.0.fetch_sub(size, Relaxed);
+    shard().fetch_sub(size as isize, Relaxed);
 }
 
 // SAFETY: every method forwards to `System`, which upholds the `GlobalAlloc`

@@ -27,6 +27,13 @@ pub struct Probe<'a> {
     pub pre: u64,
     len: u32,
     tail: &'a [u8],
+    /// The whole key.
+    pub key: &'a [u8],
+}
+
+/// Big-endian `u64` of `k[off..off + 8]`, zero-padded.
+pub fn slice_at(k: &[u8], off: usize) -> u64 {
+    prefix(k.get(off..).unwrap_or(&[]))
 }
 
 fn prefix(k: &[u8]) -> u64 {
@@ -43,6 +50,7 @@ impl<'a> Probe<'a> {
             pre: prefix(k),
             len: k.len() as u32,
             tail: k.get(8..).unwrap_or(&[]),
+            key: k,
         }
     }
 }
@@ -91,6 +99,52 @@ impl IKey {
         v.into_boxed_slice()
     }
 
+    /// Byte `i` of the key (`i < len`).
+    fn byte(&self, i: usize) -> u8 {
+        if i < 8 {
+            self.pre.to_be_bytes()[i]
+        } else {
+            self.tail().get(i - 8).copied().unwrap_or(0)
+        }
+    }
+
+    /// Key length.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True for the empty key.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Big-endian `u64` of bytes `[off, off + 8)`, zero-padded.
+    pub fn slice_at(&self, off: usize) -> u64 {
+        if off == 0 {
+            return self.pre;
+        }
+        let mut b = [0u8; 8];
+        for (j, x) in b.iter_mut().enumerate() {
+            if off + j < self.len as usize {
+                *x = self.byte(off + j);
+            }
+        }
+        u64::from_be_bytes(b)
+    }
+
+    /// Length of the common prefix with `k`, at most `max`.
+    pub fn common_prefix(&self, k: &[u8], max: usize) -> usize {
+        let n = max.min(k.len()).min(self.len as usize);
+        (0..n).find(|&i| self.byte(i) != k[i]).unwrap_or(n)
+    }
+
+    /// Writes the first `n` bytes (`n <= len`) into `out`.
+    pub fn copy_prefix(&self, out: &mut [u8]) {
+        for (i, x) in out.iter_mut().enumerate().take(self.len as usize) {
+            *x = self.byte(i);
+        }
+    }
+
     /// Heap bytes beyond the struct itself.
     pub fn heap_bytes(&self) -> usize {
         self.tail.as_ref().map_or(0, |t| t.len().div_ceil(16) * 16)
@@ -111,6 +165,20 @@ mod tests {
             prop_assert_eq!(ka.cmp_probe(&Probe::new(&b)), a.cmp(&b));
             prop_assert_eq!(&*ka.to_boxed(), &a[..]);
         }
+    }
+
+    #[test]
+    fn slices_and_common_prefixes() {
+        let k = IKey::new(b"user0000000000001234");
+        assert_eq!(k.slice_at(0), slice_at(b"user0000000000001234", 0));
+        assert_eq!(k.slice_at(12), slice_at(b"user0000000000001234", 12));
+        assert_eq!(k.slice_at(30), 0);
+        assert_eq!(k.common_prefix(b"user0000000000009999", 32), 16);
+        assert_eq!(k.common_prefix(b"us", 32), 2);
+        assert_eq!(k.common_prefix(b"user0000000000001234", 4), 4);
+        let mut out = [0u8; 6];
+        k.copy_prefix(&mut out);
+        assert_eq!(&out, b"user00");
     }
 
     #[test]

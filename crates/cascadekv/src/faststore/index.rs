@@ -27,7 +27,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 
-use super::ikey::{IKey, Probe};
+use super::ikey::{slice_at, IKey, Probe};
 use super::version::Version;
 use crate::snapshot::Snapshots;
 
@@ -35,6 +35,8 @@ use crate::snapshot::Snapshots;
 pub const LEAF_CAP: usize = 64;
 /// Children per inner node.
 pub const INNER_CAP: usize = 64;
+/// Longest common prefix a node strips before taking its inline 8-byte slices.
+const MAX_SKIP: usize = 32;
 
 /// Estimated DRAM per entry for capacity accounting: prefix + key + versions, divided
 /// by the ~70% fill of a B-tree under random inserts, plus lock and node headers.
@@ -65,6 +67,9 @@ struct Entry {
 #[derive(Debug)]
 struct Leaf {
     len: usize,
+    /// Every key here starts with `pfx[..skip]`; `pre` holds each key's 8 bytes after it.
+    skip: usize,
+    pfx: [u8; MAX_SKIP],
     pre: [u64; LEAF_CAP],
     order: [u8; LEAF_CAP],
     entries: Vec<Entry>,
@@ -78,7 +83,10 @@ type LeafNode = RwLock<Leaf>;
 /// Immutable inner node; separator prefixes and children inline.
 #[derive(Debug)]
 struct Inner {
-    /// `pres[i]` = prefix of `seps[i]`.
+    /// Every separator starts with `pfx[..skip]`.
+    skip: usize,
+    pfx: [u8; MAX_SKIP],
+    /// `pres[i]` = the 8 bytes of `seps[i]` after the common prefix.
     pres: [u64; INNER_CAP],
     /// `seps[i]` is the smallest key of `kids[i + 1]`'s range.
     seps: Vec<IKey>,
@@ -119,6 +127,8 @@ impl Leaf {
     fn empty() -> Self {
         Leaf {
             len: 0,
+            skip: 0,
+            pfx: [0; MAX_SKIP],
             pre: [0; LEAF_CAP],
             order: [0; LEAF_CAP],
             entries: Vec::with_capacity(LEAF_CAP),
@@ -149,9 +159,15 @@ impl Leaf {
     /// misses overlap instead of forming a binary search's dependent chain); full keys
     /// are only compared among entries with an equal prefix.
     fn find(&self, p: &Probe<'_>) -> Result<usize, usize> {
+        let Some(x) = strip(p.key, &self.pfx[..self.skip]) else {
+            return Err(0);
+        };
+        let Some(x) = x else {
+            return Err(self.len);
+        };
         let pre = &self.pre[..self.len];
-        let lo = pre.iter().filter(|&&x| x < p.pre).count();
-        let run = pre.iter().filter(|&&x| x == p.pre).count();
+        let lo = pre.iter().filter(|&&v| v < x).count();
+        let run = pre.iter().filter(|&&v| v == x).count();
         if run == 0 {
             return Err(lo);
         }
@@ -169,13 +185,45 @@ impl Leaf {
             .unwrap_or(0)
     }
 
-    fn insert(&mut self, pos: usize, pre: u64, key: IKey, slot: SlotState) {
+    fn insert(&mut self, pos: usize, key: IKey, slot: SlotState) {
         let e = self.entries.len();
+        if self.len == 0 {
+            self.set_prefix(&key, key.len());
+        } else if key.common_prefix(&self.pfx[..self.skip], self.skip) < self.skip {
+            // The new key does not share the prefix: shorten it, re-slice the rest.
+            let n = key.common_prefix(&self.pfx[..self.skip], self.skip);
+            self.skip = n;
+            for i in 0..self.len {
+                self.pre[i] = self.entries[i].key.slice_at(n);
+            }
+        }
+        self.pre[e] = key.slice_at(self.skip);
         self.entries.push(Entry { key, slot });
-        self.pre[e] = pre;
         self.order.copy_within(pos..self.len, pos + 1);
         self.order[pos] = e as u8;
         self.len += 1;
+    }
+
+    /// Takes the common prefix of `min` (and a key `n` bytes long sharing it).
+    fn set_prefix(&mut self, min: &IKey, n: usize) {
+        self.skip = n.min(MAX_SKIP).min(min.len());
+        min.copy_prefix(&mut self.pfx[..self.skip]);
+    }
+
+    /// Recomputes prefix and slices from the entries (after a split).
+    fn reslice(&mut self) {
+        if self.len == 0 {
+            self.skip = 0;
+            return;
+        }
+        let (first, last) = (self.at(0), self.at(self.len - 1));
+        let lb = self.entries[last].key.to_boxed();
+        let n = self.entries[first].key.common_prefix(&lb, MAX_SKIP);
+        let min = self.entries[first].key.clone();
+        self.set_prefix(&min, n);
+        for i in 0..self.len {
+            self.pre[i] = self.entries[i].key.slice_at(self.skip);
+        }
     }
 
     /// Moves the upper half (in key order) into a new leaf; both halves come out
@@ -193,7 +241,6 @@ impl Leaf {
             let dst = if pos < mid { &mut lower } else { &mut upper };
             if let Some(entry) = entries[e].take() {
                 let n = dst.len;
-                dst.pre[n] = self.pre[e];
                 dst.order[n] = n as u8;
                 dst.entries.push(entry);
                 dst.len += 1;
@@ -202,9 +249,10 @@ impl Leaf {
         upper.high = self.high.take();
         upper.next = self.next.take();
         self.len = lower.len;
-        self.pre = lower.pre;
         self.order = lower.order;
         self.entries = lower.entries;
+        self.reslice();
+        upper.reslice();
         upper
     }
 
@@ -234,15 +282,26 @@ impl Leaf {
 impl Inner {
     /// Builds a node from `seps` and `kids` (`kids.len() == seps.len() + 1 <= INNER_CAP`).
     fn new(seps: Vec<IKey>, kids: Vec<Node>) -> Self {
+        let mut pfx = [0u8; MAX_SKIP];
+        let skip = match (seps.first(), seps.last()) {
+            (Some(a), Some(b)) => {
+                let n = a.common_prefix(&b.to_boxed(), MAX_SKIP);
+                a.copy_prefix(&mut pfx[..n]);
+                n
+            }
+            _ => 0,
+        };
         let mut pres = [0u64; INNER_CAP];
         for (p, s) in pres.iter_mut().zip(&seps) {
-            *p = s.pre();
+            *p = s.slice_at(skip);
         }
         let mut arr: [Option<Node>; INNER_CAP] = std::array::from_fn(|_| None);
         for (slot, k) in arr.iter_mut().zip(kids) {
             *slot = Some(k);
         }
         Inner {
+            skip,
+            pfx,
             pres,
             seps,
             kids: arr,
@@ -260,9 +319,16 @@ impl Inner {
     fn child_for(&self, p: &Probe<'_>) -> usize {
         // Number of separators <= p: a branchless count over the sorted prefixes, then
         // full keys among equal prefixes.
-        let pres = &self.pres[..self.seps.len()];
-        let lo = pres.iter().filter(|&&x| x < p.pre).count();
-        let run = pres[lo..].iter().take_while(|&&x| x == p.pre).count();
+        let n = self.seps.len();
+        let Some(x) = strip(p.key, &self.pfx[..self.skip]) else {
+            return 0;
+        };
+        let Some(x) = x else {
+            return n;
+        };
+        let pres = &self.pres[..n];
+        let lo = pres.iter().filter(|&&v| v < x).count();
+        let run = pres[lo..].iter().take_while(|&&v| v == x).count();
         lo + self.seps[lo..lo + run]
             .partition_point(|s| s.cmp_probe(p) != std::cmp::Ordering::Greater)
     }
@@ -270,6 +336,20 @@ impl Inner {
     fn child_for_key(&self, k: &IKey) -> usize {
         self.seps
             .partition_point(|s| s.cmp_key(k) != std::cmp::Ordering::Greater)
+    }
+}
+
+/// Compares `key` with a node's common prefix `pfx`: `None` if the key sorts before
+/// every key with that prefix, `Some(None)` if after, else `Some(Some(slice))` with
+/// the key's 8 bytes after the prefix.
+#[allow(clippy::option_option)]
+fn strip(key: &[u8], pfx: &[u8]) -> Option<Option<u64>> {
+    let n = pfx.len().min(key.len());
+    match key[..n].cmp(&pfx[..n]) {
+        std::cmp::Ordering::Less => None,
+        std::cmp::Ordering::Greater => Some(None),
+        std::cmp::Ordering::Equal if key.len() < pfx.len() => None,
+        std::cmp::Ordering::Equal => Some(Some(slice_at(key, pfx.len()))),
     }
 }
 
@@ -354,7 +434,7 @@ impl Index {
                         cur: v,
                         older: None,
                     };
-                    g.insert(pos, p.pre, IKey::new(key), slot);
+                    g.insert(pos, IKey::new(key), slot);
                     return PutOutcome::Inserted;
                 }
                 Err(_) => {
@@ -661,6 +741,71 @@ mod tests {
             out.into_iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(),
             want
         );
+    }
+
+    #[test]
+    fn long_shared_prefixes_and_prefix_breaking_inserts() {
+        let s = Snapshots::default();
+        let i = Index::new();
+        let mut model = BTreeMap::new();
+        let mut n = 0u64;
+        // YCSB-style keys, keys sharing 40 bytes, then short keys that break prefixes.
+        for round in 0..3 {
+            for j in 0..3000u64 {
+                let k = match round {
+                    0 => format!("user{:020}", j * 7919 % 100_000).into_bytes(),
+                    1 => format!("{}{j:06}", "p".repeat(40)).into_bytes(),
+                    _ => format!("user{}", j % 97).into_bytes(),
+                };
+                n += 1;
+                i.put_validate(&k, ver(n, 1, &n.to_le_bytes()), &s);
+                model.insert(k, n);
+            }
+        }
+        let mut all = Vec::new();
+        i.for_each(|k, v| all.push((k.to_vec(), v.lsn)));
+        assert_eq!(
+            all,
+            model
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect::<Vec<_>>()
+        );
+        for (k, v) in &model {
+            assert_eq!(
+                i.get(k).map(|x| x.lsn),
+                Some(*v),
+                "{:?}",
+                String::from_utf8_lossy(k)
+            );
+        }
+        for probe in [
+            &b"user"[..],
+            b"",
+            b"user5",
+            b"pppp",
+            b"q",
+            b"user0000000000000000000",
+            b"zzz",
+        ] {
+            let mut out = Vec::new();
+            i.collect_range(
+                Bound::Included(probe),
+                Bound::Unbounded,
+                u64::MAX,
+                5,
+                &mut out,
+            );
+            let want: Vec<_> = model
+                .range(probe.to_vec()..)
+                .take(5)
+                .map(|(k, _)| k.clone())
+                .collect();
+            assert_eq!(
+                out.into_iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(),
+                want
+            );
+        }
     }
 
     #[test]
