@@ -167,7 +167,19 @@ pub fn run(db: &Db, cfg: &Config, workload: &str) -> Result<Report, String> {
 pub fn recover(cfg: &Config) -> Result<(Db, Report), String> {
     alloc::reset_peak();
     let start = Instant::now();
-    let db = Db::open(&cfg.dir, cfg.options.clone()).map_err(|e| e.to_string())?;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let db = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                alloc::sample_peak();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        });
+        let r = Db::open(&cfg.dir, cfg.options.clone());
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    })
+    .map_err(|e| e.to_string())?;
     let seconds = start.elapsed().as_secs_f64();
     let info = db.recovery_info().clone();
     let stats = db.stats();
