@@ -18,6 +18,7 @@
 
 pub mod ikey;
 pub mod index;
+pub mod node;
 pub mod version;
 
 use std::cell::Cell;
@@ -26,7 +27,8 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-pub use index::{Index, PutOutcome, ENTRY_OVERHEAD};
+pub use index::{Index, PutOutcome};
+pub use node::ENTRY_OVERHEAD;
 pub use version::{Val, Version};
 
 use crate::log::LogWriter;

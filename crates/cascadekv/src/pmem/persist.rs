@@ -421,6 +421,43 @@ mod tests {
     }
 
     #[test]
+    fn dax_flush_instructions_execute_on_an_ordinary_mapping() -> Result<()> {
+        // No DAX device here: force the DAX backend on a plain shared mapping so the
+        // clwb / clflushopt / clflush + sfence path runs (each insn the CPU offers).
+        let dir = std::env::temp_dir().join(format!("ckv-dax-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
+        let path = dir.join("pool");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", e))?;
+        f.set_len(1 << 16).map_err(|e| Error::io("set_len", e))?;
+        let mut mem = Mem::map_file(f, 1 << 16, false, false)?;
+        mem.backend = Backend::Dax;
+        let detected = mem.insn;
+        for insn in [FlushInsn::Clflush, FlushInsn::ClflushOpt, FlushInsn::Clwb] {
+            let supported = match detected {
+                FlushInsn::Clwb => true,
+                FlushInsn::ClflushOpt => insn != FlushInsn::Clwb,
+                FlushInsn::Clflush => insn == FlushInsn::Clflush,
+            };
+            if !supported {
+                continue;
+            }
+            mem.insn = insn;
+            let data = [insn as u8 + 1; 300];
+            mem.persist(1000, &data)?;
+            assert_eq!(mem.read(1000, 300)?, &data[..]);
+        }
+        drop(mem);
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+        Ok(())
+    }
+
+    #[test]
     fn file_mapping_round_trips_and_bounds_checks() -> Result<()> {
         let dir = std::env::temp_dir().join(format!("ckv-persist-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
