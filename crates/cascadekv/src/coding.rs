@@ -83,3 +83,57 @@ mod tests {
         assert_eq!(crc32c_extend(crc32c(b"ab"), b"cd"), crc32c(b"abcd"));
     }
 }
+
+/// Appends `v` as a LEB128 varint (1 byte below 128).
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a varint at `*pos`, advancing it; `None` if truncated or longer than 10 bytes.
+pub fn get_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        v |= u64::from(byte & 0x7F) << shift;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// Bytes `put_varint` uses for `v`.
+pub fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod varint_tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip_and_reject_garbage() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            assert_eq!(b.len(), varint_len(v));
+            let mut p = 0;
+            assert_eq!(get_varint(&b, &mut p), Some(v));
+            assert_eq!(p, b.len());
+        }
+        let mut p = 0;
+        assert_eq!(get_varint(&[0x80; 11], &mut p), None);
+        let mut p = 0;
+        assert_eq!(get_varint(&[0x80], &mut p), None);
+    }
+}

@@ -28,6 +28,7 @@ pub mod faststore;
 pub mod log;
 pub mod pmem;
 pub mod snapshot;
+pub mod table;
 
 pub use db::{Db, DbIter, Durability, Options, Stats, WriteBatch};
 pub use error::{Error, Result};

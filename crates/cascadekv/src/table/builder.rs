@@ -1,0 +1,135 @@
+//! Building Logical Sorted Tables from a sorted stream of entries.
+//!
+//! An LST is built in memory — data blocks, then its index block — and written
+//! contiguously into a table chunk by [`super::TableWriter`]. Index entries hold block
+//! offsets *relative to the LST start*, so the bytes do not depend on where they land;
+//! block checksums are seeded with the LST's id, so blocks of another LST never
+//! validate in its place.
+//!
+//! An LST ends when its index block is full (FluidKV: one index block and the data
+//! blocks it indexes) or its bytes reach `max_bytes`.
+//!
+//! Thread-safety: a builder is owned by one thread.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::block::{data_entry_len, index_entry_len, BlockBuilder, BlockKind, TableValue};
+
+/// A finished LST, not yet placed.
+#[derive(Debug)]
+pub struct BuiltLst {
+    /// Unique id (seeds block checksums).
+    pub id: u64,
+    /// The bytes: data blocks, then the index block.
+    pub bytes: Vec<u8>,
+    /// Offset of the index block in `bytes`.
+    pub index_off: u32,
+    /// Units of the index block.
+    pub index_units: u8,
+    /// Smallest key.
+    pub min_key: Box<[u8]>,
+    /// Largest key.
+    pub max_key: Box<[u8]>,
+    /// Entries (tombstones included).
+    pub entries: u32,
+}
+
+/// Builds LSTs.
+#[derive(Debug)]
+pub struct LstBuilder {
+    block_size: usize,
+    max_bytes: usize,
+    data: BlockBuilder,
+    index: BlockBuilder,
+    bytes: Vec<u8>,
+    scratch: Vec<u8>,
+    block_first: Vec<u8>,
+    min_key: Option<Box<[u8]>>,
+    last_key: Vec<u8>,
+    entries: u32,
+    id: u64,
+    ids: Arc<AtomicU64>,
+}
+
+impl LstBuilder {
+    /// A builder for blocks of `block_size` bytes and LSTs of at most about
+    /// `max_bytes`; `ids` hands out LST ids.
+    pub fn new(block_size: usize, max_bytes: usize, ids: Arc<AtomicU64>) -> Self {
+        let id = ids.fetch_add(1, Ordering::AcqRel);
+        LstBuilder {
+            block_size,
+            max_bytes,
+            data: BlockBuilder::new(BlockKind::Data, block_size),
+            index: BlockBuilder::new(BlockKind::Index, block_size),
+            bytes: Vec::new(),
+            scratch: Vec::new(),
+            block_first: Vec::new(),
+            min_key: None,
+            last_key: Vec::new(),
+            entries: 0,
+            id,
+            ids,
+        }
+    }
+
+    /// Adds the next entry (keys strictly increasing). Returns a finished LST when
+    /// this entry started a new one.
+    pub fn add(&mut self, key: &[u8], v: &TableValue<'_>) -> Option<BuiltLst> {
+        let len = data_entry_len(key, v);
+        let mut done = None;
+        if !self.data.fits(len) {
+            // The current data block is full: it goes out, and its index entry must fit.
+            let index_full = !self.index.fits(index_entry_len(&self.block_first))
+                || self.bytes.len() + self.block_size >= self.max_bytes;
+            if index_full {
+                done = self.finish();
+            } else {
+                self.flush_data_block();
+            }
+        }
+        if self.data.is_empty() {
+            self.block_first.clear();
+            self.block_first.extend_from_slice(key);
+        }
+        if self.min_key.is_none() {
+            self.min_key = Some(key.into());
+        }
+        self.data.add_data(key, v);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.entries += 1;
+        done
+    }
+
+    fn flush_data_block(&mut self) {
+        if self.data.is_empty() {
+            return;
+        }
+        let off = self.bytes.len() as u64;
+        let units = self.data.finish(self.id, &mut self.scratch);
+        self.bytes.extend_from_slice(&self.scratch);
+        self.index.add_index(&self.block_first, off, units);
+    }
+
+    /// Finishes the LST in progress, if it has entries.
+    pub fn finish(&mut self) -> Option<BuiltLst> {
+        self.flush_data_block();
+        let min_key = self.min_key.take()?;
+        let index_off = self.bytes.len() as u32;
+        let index_units = self.index.finish(self.id, &mut self.scratch);
+        self.bytes.extend_from_slice(&self.scratch);
+        let built = BuiltLst {
+            id: self.id,
+            bytes: std::mem::take(&mut self.bytes),
+            index_off,
+            index_units,
+            min_key,
+            max_key: self.last_key.as_slice().into(),
+            entries: self.entries,
+        };
+        self.entries = 0;
+        self.id = self.ids.fetch_add(1, Ordering::AcqRel);
+        Some(built)
+    }
+}

@@ -1,0 +1,481 @@
+//! Logical Sorted Tables (FluidKV §4.3): sorted entries in fixed-size blocks, one
+//! index block per table, stored in pool chunks of kind `Table`.
+//!
+//! * [`block`] — block format, builder and verified reader.
+//! * [`builder`] — turns a sorted stream into LSTs.
+//! * [`Lst`] — a placed table: point lookups in at most two block reads, iteration.
+//! * [`TableWriter`] — places built LSTs into table chunks and makes them durable.
+//!
+//! Chunk lifetime: every `Lst` holds an `Arc` of its [`TableChunk`]. Marking an LST
+//! obsolete (after the manifest stopped referencing it) lowers the chunk's live count;
+//! the chunk is freed when its last `Arc` goes — that is, when no reader, stage set or
+//! writer can still reach any table in it — and no live table remains in it. This
+//! reference counting is what makes teardown after compaction safe for concurrent
+//! readers (they hold the old stage set, hence the old tables, until they finish).
+
+pub mod block;
+pub mod builder;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use block::{units_of, Block, BlockError, BlockKind, TableValue};
+pub use builder::{BuiltLst, LstBuilder};
+
+use crate::error::{Error, Result};
+use crate::faststore::Val;
+use crate::pmem::{ChunkKind, FlushSet, Pool, CHUNK_HEADER_LEN};
+
+/// An allocation of table chunks and the number of live LSTs in it.
+#[derive(Debug)]
+pub struct TableChunk {
+    pool: Arc<Pool>,
+    chunk: u64,
+    span: u64,
+    live: AtomicUsize,
+}
+
+impl TableChunk {
+    /// First chunk and span.
+    pub fn run(&self) -> (u64, u64) {
+        (self.chunk, self.span)
+    }
+
+    /// A chunk found at recovery.
+    pub fn recovered(pool: Arc<Pool>, chunk: u64, span: u64) -> Arc<Self> {
+        Arc::new(TableChunk {
+            pool,
+            chunk,
+            span,
+            live: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Drop for TableChunk {
+    fn drop(&mut self) {
+        if self.live.load(Ordering::Acquire) == 0 {
+            // Best effort: a failure leaves the chunk allocated, and recovery frees
+            // table chunks the manifest does not reference.
+            let _ = self.pool.free_chunks(&[(self.chunk, self.span)]);
+        }
+    }
+}
+
+/// A placed LST.
+#[derive(Debug)]
+pub struct Lst {
+    /// Unique id; seeds block checksums.
+    pub id: u64,
+    /// Pool address of the table's first byte.
+    pub base: u64,
+    /// Table bytes.
+    pub size: u32,
+    /// Offset of the index block from `base`.
+    pub index_off: u32,
+    /// Units of the index block.
+    pub index_units: u8,
+    /// Smallest key.
+    pub min_key: Box<[u8]>,
+    /// Largest key.
+    pub max_key: Box<[u8]>,
+    /// Entries.
+    pub entries: u32,
+    chunk: Arc<TableChunk>,
+    obsolete: AtomicBool,
+}
+
+/// Placement facts of an LST (what the manifest stores).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LstMeta {
+    /// Id.
+    pub id: u64,
+    /// Base address.
+    pub base: u64,
+    /// Bytes.
+    pub size: u32,
+    /// Index block offset.
+    pub index_off: u32,
+    /// Index block units.
+    pub index_units: u8,
+    /// Entries.
+    pub entries: u32,
+    /// Smallest key.
+    pub min_key: Box<[u8]>,
+    /// Largest key.
+    pub max_key: Box<[u8]>,
+}
+
+impl Lst {
+    /// Rebuilds a handle from manifest metadata (recovery), registering it as live in
+    /// `chunk`.
+    pub fn from_meta(m: &LstMeta, chunk: Arc<TableChunk>) -> Arc<Lst> {
+        chunk.live.fetch_add(1, Ordering::AcqRel);
+        Arc::new(Lst {
+            id: m.id,
+            base: m.base,
+            size: m.size,
+            index_off: m.index_off,
+            index_units: m.index_units,
+            min_key: m.min_key.clone(),
+            max_key: m.max_key.clone(),
+            entries: m.entries,
+            chunk,
+            obsolete: AtomicBool::new(false),
+        })
+    }
+
+    /// Metadata for the manifest.
+    pub fn meta(&self) -> LstMeta {
+        LstMeta {
+            id: self.id,
+            base: self.base,
+            size: self.size,
+            index_off: self.index_off,
+            index_units: self.index_units,
+            entries: self.entries,
+            min_key: self.min_key.clone(),
+            max_key: self.max_key.clone(),
+        }
+    }
+
+    /// Marks the table obsolete (the manifest no longer references it); its chunk is
+    /// freed once nothing reaches it.
+    pub fn mark_obsolete(&self) {
+        if !self.obsolete.swap(true, Ordering::AcqRel) {
+            self.chunk.live.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The table chunk.
+    pub fn chunk(&self) -> &Arc<TableChunk> {
+        &self.chunk
+    }
+
+    fn pool(&self) -> &Pool {
+        &self.chunk.pool
+    }
+
+    fn block(&self, off: u64, units: u8, kind: BlockKind) -> Result<Block<'_>> {
+        let bs = self.block_size()?;
+        let len = u64::from(units) * bs;
+        if off + len > u64::from(self.size) {
+            return Err(Error::corruption(
+                self.pool().path(),
+                self.base + off,
+                "block beyond its table",
+            ));
+        }
+        let bytes = self.pool().mem().read(self.base + off, len)?;
+        Block::open(bytes, self.id, kind).map_err(|e| self.block_error(off, e))
+    }
+
+    fn block_size(&self) -> Result<u64> {
+        // The index block's units and size give the unit size.
+        let ib = u64::from(self.size) - u64::from(self.index_off);
+        Ok(ib / u64::from(self.index_units.max(1)))
+    }
+
+    fn block_error(&self, off: u64, e: BlockError) -> Error {
+        match e {
+            BlockError::Checksum { stored, actual } => Error::ChecksumMismatch {
+                file: self.pool().path().to_path_buf(),
+                offset: self.base + off,
+                expected: stored,
+                actual,
+            },
+            BlockError::Malformed(why) => {
+                Error::corruption(self.pool().path(), self.base + off, why)
+            }
+        }
+    }
+
+    fn index(&self) -> Result<Block<'_>> {
+        self.block(
+            u64::from(self.index_off),
+            self.index_units,
+            BlockKind::Index,
+        )
+    }
+
+    /// Looks `key` up: at most two block reads (index, then data).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Val>> {
+        if key < &*self.min_key || key > &*self.max_key {
+            return Ok(None);
+        }
+        let idx = self.index()?;
+        let Some(i) = idx.child_for(key) else {
+            return Ok(None);
+        };
+        let e = idx.index_at(i).ok_or_else(|| {
+            self.block_error(
+                u64::from(self.index_off),
+                BlockError::Malformed("bad index entry"),
+            )
+        })?;
+        let data = self.block(e.addr, e.units, BlockKind::Data)?;
+        match data.search(key) {
+            Ok(j) => {
+                let (_, v) = data.data_at(j).ok_or_else(|| {
+                    self.block_error(e.addr, BlockError::Malformed("bad data entry"))
+                })?;
+                Ok(Some(to_val(&v)))
+            }
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Calls `f(key, value)` for entries with `lo <= key` (from the first such entry)
+    /// until `f` returns false.
+    pub fn scan_from(
+        &self,
+        lo: Option<&[u8]>,
+        mut f: impl FnMut(&[u8], TableValue<'_>) -> bool,
+    ) -> Result<()> {
+        let idx = self.index()?;
+        let start = lo.and_then(|k| idx.child_for(k)).unwrap_or(0);
+        for i in start..idx.count() {
+            let e = idx.index_at(i).ok_or_else(|| {
+                self.block_error(
+                    u64::from(self.index_off),
+                    BlockError::Malformed("bad index entry"),
+                )
+            })?;
+            let data = self.block(e.addr, e.units, BlockKind::Data)?;
+            let from = match lo {
+                Some(k) if i == start => match data.search(k) {
+                    Ok(j) | Err(j) => j,
+                },
+                _ => 0,
+            };
+            for j in from..data.count() {
+                let (k, v) = data.data_at(j).ok_or_else(|| {
+                    self.block_error(e.addr, BlockError::Malformed("bad data entry"))
+                })?;
+                if !f(k, v) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every block and checks it (used by tests and tools).
+    pub fn verify(&self) -> Result<u64> {
+        let mut n = 0;
+        self.scan_from(None, |_, _| {
+            n += 1;
+            true
+        })?;
+        Ok(n)
+    }
+}
+
+/// Converts a table value to the index's value type.
+pub fn to_val(v: &TableValue<'_>) -> Val {
+    match v {
+        TableValue::Tombstone => Val::Tomb,
+        TableValue::Inline(b) => Val::inline(b),
+        TableValue::Separated { addr, len } => Val::Addr {
+            addr: *addr,
+            len: *len,
+        },
+    }
+}
+
+/// Places built LSTs into table chunks.
+#[derive(Debug)]
+pub struct TableWriter {
+    pool: Arc<Pool>,
+    cur: Option<(Arc<TableChunk>, u64, u64)>,
+    set: FlushSet,
+    written: u64,
+}
+
+impl TableWriter {
+    /// A writer on `pool`.
+    pub fn new(pool: Arc<Pool>) -> Self {
+        TableWriter {
+            pool,
+            cur: None,
+            set: FlushSet::new(),
+            written: 0,
+        }
+    }
+
+    /// Table bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Writes `b` into a table chunk (allocating one when needed) and returns the
+    /// handle. Not durable until [`TableWriter::sync`].
+    pub fn place(&mut self, b: BuiltLst) -> Result<Arc<Lst>> {
+        let need = b.bytes.len() as u64;
+        let fits = self
+            .cur
+            .as_ref()
+            .is_some_and(|(_, pos, end)| pos + need <= *end);
+        if !fits {
+            let cs = self.pool.chunk_size();
+            let span = (CHUNK_HEADER_LEN + need).div_ceil(cs).max(1);
+            let (a, _) = self.pool.alloc_chunk(ChunkKind::Table, span, None, 0, 0)?;
+            let tc = Arc::new(TableChunk {
+                pool: self.pool.clone(),
+                chunk: a.chunk,
+                span: a.span,
+                live: AtomicUsize::new(0),
+            });
+            let base = self.pool.chunk_offset(a.chunk);
+            self.cur = Some((tc, base + CHUNK_HEADER_LEN, base + a.span * cs));
+        }
+        let Some((tc, pos, _)) = self.cur.as_mut() else {
+            return Err(Error::Internal("no table chunk".into()));
+        };
+        let base = *pos;
+        self.pool.mem().write(base, &b.bytes)?;
+        self.pool.mem().flush(&mut self.set, base, need);
+        *pos += need;
+        self.written += need;
+        tc.live.fetch_add(1, Ordering::AcqRel);
+        Ok(Arc::new(Lst {
+            id: b.id,
+            base,
+            size: need as u32,
+            index_off: b.index_off,
+            index_units: b.index_units,
+            min_key: b.min_key,
+            max_key: b.max_key,
+            entries: b.entries,
+            chunk: tc.clone(),
+            obsolete: AtomicBool::new(false),
+        }))
+    }
+
+    /// Makes every placed LST durable.
+    pub fn sync(&mut self) -> Result<()> {
+        self.pool.mem().fence(&mut self.set)
+    }
+
+    /// Gives up the current chunk (further LSTs go to a new one).
+    pub fn close_chunk(&mut self) {
+        self.cur = None;
+    }
+}
+
+/// Unit size of blocks as stored (helper for the manifest/recovery checks).
+pub fn block_units(b: &[u8]) -> Option<u8> {
+    units_of(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmem::{Device, PoolGeometry, SimDevice};
+    use std::path::Path;
+
+    fn pool() -> Arc<Pool> {
+        let dev = Arc::new(SimDevice::new(4 << 20));
+        let geo = PoolGeometry {
+            pool_size: 4 << 20,
+            chunk_size: 64 << 10,
+        };
+        Arc::new(
+            Pool::open(Path::new("sim"), &Device::Sim(dev), geo, true)
+                .unwrap_or_else(|e| panic!("{e}")),
+        )
+    }
+
+    fn ids() -> Arc<std::sync::atomic::AtomicU64> {
+        Arc::new(std::sync::atomic::AtomicU64::new(1))
+    }
+
+    #[test]
+    fn build_place_get_scan_and_free() -> Result<()> {
+        let p = pool();
+        let used0 = p.allocator().used_chunks();
+        let mut w = TableWriter::new(p.clone());
+        let mut b = LstBuilder::new(512, 64 << 10, ids());
+        let mut lsts = Vec::new();
+        for i in 0..5000u64 {
+            let k = (i * 2).to_be_bytes();
+            let v = if i % 10 == 0 {
+                TableValue::Tombstone
+            } else {
+                TableValue::Inline(&k)
+            };
+            if let Some(done) = b.add(&k, &v) {
+                lsts.push(w.place(done)?);
+            }
+        }
+        if let Some(done) = b.finish() {
+            lsts.push(w.place(done)?);
+        }
+        w.sync()?;
+        assert!(lsts.len() > 5, "{} LSTs", lsts.len());
+        assert_eq!(lsts.iter().map(|l| u64::from(l.entries)).sum::<u64>(), 5000);
+        for l in &lsts {
+            assert_eq!(l.verify()?, u64::from(l.entries));
+        }
+        let find = |k: u64| -> Result<Option<Val>> {
+            for l in &lsts {
+                if let Some(v) = l.get(&k.to_be_bytes())? {
+                    return Ok(Some(v));
+                }
+            }
+            Ok(None)
+        };
+        assert_eq!(find(20)?, Some(Val::Tomb));
+        assert_eq!(find(22)?, Some(Val::inline(&22u64.to_be_bytes())));
+        assert_eq!(find(23)?, None);
+        // Range scan across a table.
+        let mut got = Vec::new();
+        lsts[1].scan_from(Some(&lsts[1].min_key[..]), |k, _| {
+            got.push(k.to_vec());
+            got.len() < 3
+        })?;
+        assert_eq!(got.len(), 3);
+        // Obsolete + dropped: the chunks are freed.
+        w.close_chunk();
+        for l in &lsts {
+            l.mark_obsolete();
+        }
+        drop(lsts);
+        drop(w);
+        assert_eq!(p.allocator().used_chunks(), used0);
+        Ok(())
+    }
+
+    #[test]
+    fn damaged_blocks_are_corruption_never_data() -> Result<()> {
+        let p = pool();
+        let mut w = TableWriter::new(p.clone());
+        let mut b = LstBuilder::new(256, 64 << 10, ids());
+        for i in 0..100u64 {
+            assert!(b
+                .add(&i.to_be_bytes(), &TableValue::Inline(b"value"))
+                .is_none());
+        }
+        let l = w.place(b.finish().ok_or_else(|| Error::Internal("empty".into()))?)?;
+        w.sync()?;
+        for off in (0..u64::from(l.size)).step_by(37) {
+            let addr = l.base + off;
+            let orig = p.mem().read(addr, 1)?[0];
+            p.mem().write(addr, &[orig ^ 0x20])?;
+            let mut all_ok = true;
+            for i in 0..100u64 {
+                match l.get(&i.to_be_bytes()) {
+                    Ok(Some(v)) => assert_eq!(v, Val::inline(b"value")),
+                    Ok(None) => panic!("key {i} vanished after flipping byte {off}"),
+                    Err(e) => {
+                        assert!(e.is_corruption(), "{e}");
+                        all_ok = false;
+                    }
+                }
+            }
+            assert!(!all_ok, "flip at {off} went unnoticed");
+            p.mem().write(addr, &[orig])?;
+        }
+        Ok(())
+    }
+}
