@@ -21,13 +21,17 @@
 
 #![warn(missing_docs)]
 
+pub mod bufferstore;
 pub mod coding;
+pub mod compaction;
 pub mod db;
 pub mod error;
 pub mod faststore;
 pub mod log;
+pub mod manifest;
 pub mod pmem;
 pub mod snapshot;
+pub mod stablestore;
 pub mod table;
 
 pub use db::{Db, DbIter, Durability, Options, Stats, WriteBatch};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{Db, Stages};
 use crate::error::{Error, Result};
-use crate::faststore::Version;
+use crate::faststore::Val;
 
 const BATCH: usize = 128;
 
@@ -48,7 +48,7 @@ impl Db {
         let snap = self.inner.snaps.acquire();
         // Writes stamped with an epoch <= snap hold their slot until indexed.
         let stages = self.inner.stages.load_full();
-        for fs in stages.all() {
+        for fs in stages.fast() {
             let _ = fs.for_each_slot(|_| Ok::<(), ()>(()));
         }
         Ok(DbIter {
@@ -79,16 +79,27 @@ impl DbIter<'_> {
     fn refill(&mut self) -> Result<()> {
         let lo = as_ref(&self.lo);
         let hi = as_ref(&self.hi);
-        let mut merged: BTreeMap<Box<[u8]>, Version> = BTreeMap::new();
+        let mut merged: BTreeMap<Box<[u8]>, Val> = BTreeMap::new();
         let mut cutoff: Option<Box<[u8]>> = None;
         // Newest stage first: a key already decided by a newer stage is kept.
-        for fs in self.stages.all() {
+        for fs in self.stages.fast() {
             let mut out = Vec::new();
-            if let Some(last) = fs.index().collect_range(lo, hi, self.snap, BATCH, &mut out) {
-                if cutoff.as_ref().is_none_or(|c| last < *c) {
-                    cutoff = Some(last);
-                }
+            let last = fs.index().collect_range(lo, hi, self.snap, BATCH, &mut out);
+            lower(&mut cutoff, last);
+            for (k, v) in out {
+                merged.entry(k).or_insert(v.val);
             }
+        }
+        let tables = self
+            .stages
+            .buffer
+            .iter()
+            .map(|t| &t.tables)
+            .chain(std::iter::once(&*self.stages.stable));
+        for set in tables {
+            let mut out = Vec::new();
+            let last = set.collect_range(lo, hi, BATCH, &mut out)?;
+            lower(&mut cutoff, last);
             for (k, v) in out {
                 merged.entry(k).or_insert(v);
             }
@@ -100,11 +111,21 @@ impl DbIter<'_> {
             self.done = true;
         }
         for (k, v) in merged {
-            if let Some(val) = self.db.resolve(&v.val)? {
+            if let Some(val) = self.db.resolve(&v)? {
                 self.buf.push_back((k.into_vec(), val));
             }
         }
         Ok(())
+    }
+}
+
+/// Keeps the smallest "stopped early at" key: entries up to it are complete in every
+/// stage.
+fn lower(cutoff: &mut Option<Box<[u8]>>, last: Option<Box<[u8]>>) {
+    if let Some(last) = last {
+        if cutoff.as_ref().is_none_or(|c| last < *c) {
+            *cutoff = Some(last);
+        }
     }
 }
 

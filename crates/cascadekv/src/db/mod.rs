@@ -9,11 +9,23 @@
 //! `put_validate` into the index → unlock. Holding the slot for the whole write is
 //! what lets the FastStore switch and snapshot creation wait for in-flight writes.
 //!
-//! Read path (Algorithm 2): active FastStore, then immutable ones newest first; the
-//! first stage that knows the key (tombstones included) answers.
+//! Read path (Algorithm 2): active FastStore, immutable FastStores newest first,
+//! buffer-trees newest first, StableStore; the first stage that knows the key
+//! (tombstones included) answers.
+//!
+//! Data flow (Algorithm 3): a full FastStore is frozen and replaced; a background
+//! thread flushes it into LSTs and a buffer-tree (`flush.rs`); another compacts
+//! buffer-trees into StableStore (`compact.rs`) when the load-aware threshold is
+//! reached (`load.rs`). Every stage change is persisted in the manifest first, then
+//! published as a new [`Stages`] value; readers keep whatever `Stages` they loaded, so
+//! structures are torn down only when the last reader lets go of them.
 
+mod background;
 mod batch;
+mod compact;
+mod flush;
 mod iter;
+mod load;
 mod lsn;
 mod open;
 mod options;
@@ -31,25 +43,53 @@ pub use iter::DbIter;
 pub use options::{Durability, Options};
 pub use stats::Stats;
 
+pub use load::LoadMode;
+
+use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
 use crate::faststore::{entry_dram, FastStore, LogSlot, Val, Version};
 use crate::log::record::{self, decode, Invalid, Kind, RecordIn};
+use crate::manifest::Manifest;
 use crate::pmem::Pool;
 use crate::snapshot::Snapshots;
+use crate::stablestore::TableSet;
 use lsn::Lsns;
 
-/// The stages a reader consults, newest first.
+/// The stages a reader consults, newest first. Immutable: a change builds a new one.
 #[derive(Debug)]
 pub(crate) struct Stages {
     pub active: Arc<FastStore>,
     /// Immutable FastStores, newest first.
     pub immutable: Vec<Arc<FastStore>>,
+    /// Buffer-trees, newest first.
+    pub buffer: Vec<Arc<BufferTree>>,
+    /// StableStore.
+    pub stable: Arc<TableSet>,
 }
 
 impl Stages {
-    pub fn all(&self) -> impl Iterator<Item = &Arc<FastStore>> {
+    /// FastStores, newest first.
+    pub fn fast(&self) -> impl Iterator<Item = &Arc<FastStore>> {
         std::iter::once(&self.active).chain(self.immutable.iter())
     }
+}
+
+/// Engine counters (monotonic since open).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub switches: AtomicU64,
+    pub flushes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub compaction_bytes: AtomicU64,
+    pub flush_micros: AtomicU64,
+    pub compaction_micros: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub stalls: AtomicU64,
+    pub moved_tables: AtomicU64,
+    /// Log and user bytes of FastStores already flushed (live ones are in their slots).
+    pub retired_log_bytes: AtomicU64,
+    pub retired_user_bytes: AtomicU64,
 }
 
 /// What recovery found at open.
@@ -65,6 +105,8 @@ pub struct RecoveryInfo {
     pub records: u64,
     /// Records of cut-off batches that were dropped.
     pub torn_batch_records: u64,
+    /// Tables (LSTs) the manifest lists.
+    pub tables: u64,
     /// Wall time of the log replay.
     pub replay_micros: u64,
 }
@@ -74,22 +116,44 @@ pub(crate) struct Inner {
     pub opts: Options,
     pub pool: Arc<Pool>,
     pub stages: ArcSwap<Stages>,
+    /// Serializes stage changes (switch, flush install, compaction install).
+    pub stage_lock: Mutex<()>,
+    /// Serializes flushes (background thread and `flush_faststore`).
+    pub flush_lock: Mutex<()>,
+    /// Serializes compactions.
+    pub compact_lock: Mutex<()>,
+    pub manifest: Manifest,
+    pub lst_ids: Arc<AtomicU64>,
     pub lsns: Lsns,
     pub snaps: Snapshots,
-    pub switch_lock: Mutex<()>,
     pub next_generation: AtomicU64,
     pub closed: AtomicBool,
     pub poison: Mutex<Option<String>>,
     pub poisoned: AtomicBool,
     pub recovery: RecoveryInfo,
-    pub switches: AtomicU64,
+    pub counters: Counters,
     pub active_bytes: AtomicU64,
+    /// A background flush or compaction ran out of pool space.
+    pub space_blocked: AtomicBool,
+    pub load: load::LoadTracker,
+    pub bg: background::Signal,
     pub _lock: std::fs::File,
+}
+
+impl Inner {
+    pub(crate) fn poison(&self, e: &Error) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
 }
 
 /// A CascadeKV database.
 pub struct Db {
     inner: Arc<Inner>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Db {
@@ -107,8 +171,15 @@ fn publish_bytes(capacity: u64) -> u64 {
 impl Db {
     /// Opens (or creates) the store in `dir`, replaying its logs.
     pub fn open(dir: impl Into<PathBuf>, opts: Options) -> Result<Db> {
+        let inner = Arc::new(open::open(dir.into(), opts)?);
+        let threads = if inner.opts.background {
+            background::start(&inner)?
+        } else {
+            Vec::new()
+        };
         Ok(Db {
-            inner: Arc::new(open::open(dir.into(), opts)?),
+            inner,
+            threads: Mutex::new(threads),
         })
     }
 
@@ -188,9 +259,37 @@ impl Db {
 
     fn write_ops(&self, ops: &[(&[u8], Option<&[u8]>)], batch: bool, d: Durability) -> Result<()> {
         let inner = &self.inner;
+        let mut stalled: Option<std::time::Instant> = None;
         loop {
             self.check_writable()?;
             let stages = inner.stages.load();
+            // Memory budget: too many FastStores wait for the flush thread; slow the
+            // writer down gradually (never blocks forever: a failed flush poisons).
+            if inner.opts.background
+                && stages.immutable.len() >= inner.opts.max_immutable_faststores
+            {
+                if inner.space_blocked.load(Ordering::Acquire) {
+                    return Err(Error::PoolFull {
+                        chunks: inner.pool.chunk_count(),
+                        wanted: 1,
+                    });
+                }
+                let t = *stalled.get_or_insert_with(std::time::Instant::now);
+                drop(stages);
+                inner.bg.wake();
+                let waited = t.elapsed().as_micros() as u64;
+                std::thread::sleep(std::time::Duration::from_micros(
+                    (waited / 4).clamp(20, 2000),
+                ));
+                continue;
+            }
+            if let Some(t) = stalled.take() {
+                inner.counters.stalls.fetch_add(1, Ordering::Relaxed);
+                inner
+                    .counters
+                    .stall_micros
+                    .fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+            }
             let fs = &stages.active;
             let mut slot = fs.my_slot();
             if fs.is_frozen() {
@@ -214,18 +313,19 @@ impl Db {
                 Ok(p) => p,
                 Err(e) => {
                     if matches!(e, Error::Io { .. } | Error::Internal(_)) {
-                        self.poison(&e);
+                        inner.poison(&e);
                     }
                     return Err(e);
                 }
             };
+            inner.load.note_write();
             drop(slot);
             if publish > 0 {
                 let total = inner.active_bytes.fetch_add(publish, Ordering::AcqRel) + publish;
                 if total >= inner.opts.faststore_capacity {
                     let fs = fs.clone();
                     drop(stages);
-                    self.switch_faststore(&fs);
+                    let _ = self.switch_faststore(&fs);
                 }
             }
             return Ok(());
@@ -268,6 +368,10 @@ impl Db {
         if d == Durability::Sync {
             slot.writer.sync()?;
         }
+        slot.user_bytes += ops
+            .iter()
+            .map(|(k, v)| (k.len() + v.map_or(0, <[u8]>::len)) as u64)
+            .sum::<u64>();
         let before = slot.dram_bytes;
         for (((k, v), lsn), addr) in ops.iter().zip(lsns).zip(addrs.as_slice().iter().copied()) {
             let val = match v {
@@ -303,39 +407,15 @@ impl Db {
         )
     }
 
-    fn poison(&self, e: &Error) {
-        let mut p = self.inner.poison.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
-        }
-        self.inner.poisoned.store(true, Ordering::Release);
-    }
-
     /// Freezes `old` (if still active) and installs a new active FastStore; `old`
     /// stays readable as the newest immutable stage (FluidKV Algorithm 3, lines 1–5).
-    fn switch_faststore(&self, old: &Arc<FastStore>) {
+    /// Returns false if another thread holds the stage lock or `old` is not active.
+    pub(crate) fn switch_faststore(&self, old: &Arc<FastStore>) -> bool {
         let inner = &self.inner;
-        let Some(_g) = inner.switch_lock.try_lock() else {
-            return;
+        let Some(_g) = inner.stage_lock.try_lock() else {
+            return false;
         };
-        let cur = inner.stages.load();
-        if !Arc::ptr_eq(&cur.active, old) {
-            return;
-        }
-        let gen = inner.next_generation.fetch_add(1, Ordering::AcqRel);
-        let fresh = Arc::new(FastStore::new(&inner.pool, gen, inner.opts.log_slots));
-        old.freeze();
-        let mut immutable = Vec::with_capacity(cur.immutable.len() + 1);
-        immutable.push(old.clone());
-        immutable.extend(cur.immutable.iter().cloned());
-        inner.stages.store(Arc::new(Stages {
-            active: fresh,
-            immutable,
-        }));
-        inner.active_bytes.store(0, Ordering::Release);
-        // Wait for writes still in flight on the old generation.
-        let _ = old.for_each_slot(|_| Ok::<(), ()>(()));
-        inner.switches.fetch_add(1, Ordering::Relaxed);
+        switch_locked(inner, old)
     }
 
     /// The value of `key`, or `None`.
@@ -344,13 +424,22 @@ impl Db {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
+        self.inner.load.note_read();
         let stages = self.inner.stages.load();
-        for fs in stages.all() {
+        for fs in stages.fast() {
             if let Some(v) = fs.index().get(key) {
                 return self.resolve(&v.val);
             }
         }
-        Ok(None)
+        for t in &stages.buffer {
+            if let Some(v) = t.tables.get(key)? {
+                return self.resolve(&v);
+            }
+        }
+        match stages.stable.get(key)? {
+            Some(v) => self.resolve(&v),
+            None => Ok(None),
+        }
     }
 
     /// Turns an index value into bytes (reading and verifying the log record for
@@ -374,10 +463,35 @@ impl Db {
 
     fn sync_all_logs(&self) -> Result<()> {
         let stages = self.inner.stages.load();
-        for fs in stages.all() {
+        for fs in stages.fast() {
             fs.for_each_slot(|s| s.writer.sync())?;
         }
         Ok(())
+    }
+
+    /// Moves everything in FastStores into LSTs now: switches the active FastStore (if
+    /// it holds anything) and flushes every immutable one before returning. Reads and
+    /// writes continue meanwhile.
+    pub fn flush_faststore(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let active = self.inner.stages.load().active.clone();
+        if !active.index().is_empty() {
+            let _g = self.inner.stage_lock.lock();
+            switch_locked(&self.inner, &active);
+        }
+        while flush::flush_oldest(&self.inner)? {}
+        Ok(())
+    }
+
+    /// Compacts every buffer-tree into StableStore now (whatever the load-aware
+    /// threshold). Returns false if there were no buffer-trees.
+    pub fn compact(&self) -> Result<bool> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        compact::compact(&self.inner, 1)
     }
 
     /// Closes the store: persists all logs, marks a clean shutdown. Later calls on
@@ -385,6 +499,10 @@ impl Db {
     pub fn close(&self) -> Result<()> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
+        }
+        self.inner.bg.stop();
+        for h in self.threads.lock().drain(..) {
+            let _ = h.join();
         }
         // Waits for in-flight writes (they hold their slot) and persists them.
         self.sync_all_logs()?;
@@ -408,6 +526,32 @@ impl Drop for Db {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// Freezes `old` and installs a new active FastStore. Caller holds `stage_lock`.
+pub(crate) fn switch_locked(inner: &Inner, old: &Arc<FastStore>) -> bool {
+    let cur = inner.stages.load();
+    if !Arc::ptr_eq(&cur.active, old) {
+        return false;
+    }
+    let gen = inner.next_generation.fetch_add(1, Ordering::AcqRel);
+    let fresh = Arc::new(FastStore::new(&inner.pool, gen, inner.opts.log_slots));
+    old.freeze();
+    let mut immutable = Vec::with_capacity(cur.immutable.len() + 1);
+    immutable.push(old.clone());
+    immutable.extend(cur.immutable.iter().cloned());
+    inner.stages.store(Arc::new(Stages {
+        active: fresh,
+        immutable,
+        buffer: cur.buffer.clone(),
+        stable: cur.stable.clone(),
+    }));
+    inner.active_bytes.store(0, Ordering::Release);
+    // Wait for writes still in flight on the old generation (they hold their slot).
+    let _ = old.for_each_slot(|_| Ok::<(), ()>(()));
+    inner.counters.switches.fetch_add(1, Ordering::Relaxed);
+    inner.bg.wake();
+    true
 }
 
 /// A list of u64 that stays on the stack for single writes (no allocation on the hot

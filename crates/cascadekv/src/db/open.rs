@@ -15,9 +15,19 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
+use std::collections::BTreeMap;
+
+use super::background::Signal;
+use super::load::LoadTracker;
 use super::lsn::Lsns;
-use super::{Inner, Options, RecoveryInfo, Stages};
+use super::{Counters, Inner, Options, RecoveryInfo, Stages};
+use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
+use crate::log::Discovery;
+use crate::manifest::{self, Manifest, ManifestState};
+use crate::pmem::ChunkKind;
+use crate::stablestore::TableSet;
+use crate::table::{Lst, LstMeta, TableChunk};
 use std::cmp::Ordering;
 
 use crate::faststore::ikey::IKey;
@@ -73,11 +83,42 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
     }
     let start = Instant::now();
     let disc = log::discover(&pool)?;
-    let generation = disc.logs.iter().map(|l| l.generation).max().unwrap_or(0) + 1;
+    // The manifest says which tables are live and which generations are flushed.
+    let man = manifest::recover(&pool, &disc.manifests)?;
+    pool.free_chunks(&man.stale)?;
+    let state = man.state;
+    let (buffer, stable) = load_tables(&pool, &disc, &state)?;
+    // Logs of flushed generations are not replayed; their segments are freed except
+    // those holding separated values that tables reference.
+    let (flushed, live): (Vec<LogInfo>, Vec<LogInfo>) = disc
+        .logs
+        .into_iter()
+        .partition(|l| l.generation <= state.flushed_generation);
+    let drop_segs: Vec<(u64, u64)> = flushed
+        .iter()
+        .flat_map(|l| l.segments.iter())
+        .filter(|s| !state.retained.contains_key(&s.chunk))
+        .map(|s| (s.chunk, s.span))
+        .collect();
+    pool.free_chunks(&drop_segs)?;
+    let generation = live
+        .iter()
+        .map(|l| l.generation)
+        .chain(std::iter::once(state.flushed_generation))
+        .max()
+        .unwrap_or(0)
+        + 1;
     let snaps = Snapshots::default();
     let fs = Arc::new(FastStore::new(&pool, generation, opts.log_slots));
-    let max_lsn = replay_all(&pool, &fs, &disc.logs, &opts, &mut info)?;
-    info.logs = disc.logs.len() as u64;
+    let max_lsn = replay_all(&pool, &fs, &live, &opts, &mut info)?;
+    info.logs = live.len() as u64;
+    info.tables = state.all_lsts().count() as u64;
+    let lst_ids = Arc::new(AtomicU64::new(state.next_lst_id.max(1)));
+    let old: Vec<(u64, u64)> = man
+        .current
+        .map(|m| m.segments.iter().map(|s| (s.chunk, s.span)).collect())
+        .unwrap_or_default();
+    let manifest = Manifest::open(pool.clone(), state, old);
     info.replay_micros = start.elapsed().as_micros() as u64;
     let active_bytes = fs.dram_bytes();
     Ok(Inner {
@@ -86,20 +127,90 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
         stages: ArcSwap::from_pointee(Stages {
             active: fs,
             immutable: Vec::new(),
+            buffer,
+            stable: Arc::new(stable),
         }),
+        stage_lock: Mutex::new(()),
+        flush_lock: Mutex::new(()),
+        compact_lock: Mutex::new(()),
+        manifest,
+        lst_ids,
         lsns: Lsns::new(max_lsn + 1),
         snaps,
-        switch_lock: Mutex::new(()),
         next_generation: AtomicU64::new(generation + 1),
         closed: AtomicBool::new(false),
         poison: Mutex::new(None),
         poisoned: AtomicBool::new(false),
         recovery: info,
-        switches: AtomicU64::new(0),
+        counters: Counters::default(),
         active_bytes: AtomicU64::new(active_bytes),
+        space_blocked: AtomicBool::new(false),
+        load: LoadTracker::default(),
+        bg: Signal::default(),
         opts,
         _lock: lock,
     })
+}
+
+/// Rebuilds buffer-trees and StableStore from the manifest and frees table chunks no
+/// live table lives in (half-built or obsolete tables of an interrupted flush or
+/// compaction).
+fn load_tables(
+    pool: &Arc<Pool>,
+    disc: &Discovery,
+    state: &ManifestState,
+) -> Result<(Vec<Arc<BufferTree>>, TableSet)> {
+    // Table allocations by first chunk.
+    let allocs: BTreeMap<u64, u64> = disc
+        .others
+        .iter()
+        .filter(|(h, _)| h.kind == ChunkKind::Table)
+        .map(|(h, c)| (*c, u64::from(h.span).max(1)))
+        .collect();
+    let mut chunks: BTreeMap<u64, Arc<TableChunk>> = BTreeMap::new();
+    let cs = pool.chunk_size();
+    let mut handle = |m: &LstMeta| -> Result<Arc<Lst>> {
+        let c = m.base / cs;
+        let found = allocs
+            .range(..=c)
+            .next_back()
+            .filter(|(f, span)| c < *f + *span && m.base + u64::from(m.size) <= (*f + *span) * cs);
+        let Some((first, span)) = found else {
+            return Err(Error::corruption(
+                pool.path(),
+                m.base,
+                format!("manifest names table {} outside any table chunk", m.id),
+            ));
+        };
+        let tc = chunks
+            .entry(*first)
+            .or_insert_with(|| TableChunk::recovered(pool.clone(), *first, *span))
+            .clone();
+        Ok(Lst::from_meta(m, tc))
+    };
+    let mut buffer = Vec::with_capacity(state.trees.len());
+    for (seq, metas) in state.trees.iter().rev() {
+        let lsts = metas.iter().map(&mut handle).collect::<Result<Vec<_>>>()?;
+        buffer.push(Arc::new(BufferTree {
+            seq: *seq,
+            generation: 0,
+            tables: TableSet::new(lsts),
+        }));
+    }
+    let stable = TableSet::new(
+        state
+            .stable
+            .values()
+            .map(&mut handle)
+            .collect::<Result<Vec<_>>>()?,
+    );
+    let unused: Vec<(u64, u64)> = allocs
+        .iter()
+        .filter(|(c, _)| !chunks.contains_key(c))
+        .map(|(c, s)| (*c, *s))
+        .collect();
+    pool.free_chunks(&unused)?;
+    Ok((buffer, stable))
 }
 
 fn take_lock(dir: &Path) -> Result<std::fs::File> {

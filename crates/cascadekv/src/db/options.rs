@@ -51,6 +51,26 @@ pub struct Options {
     pub recovery_threads: usize,
     /// Use a simulated device instead of the pool file (crash tests).
     pub sim_device: Option<Arc<SimDevice>>,
+    /// LST block size in bytes: a power of two, 256–4096 (default 512, FluidKV §4.3;
+    /// 4 KiB suits a flash- or CXL-SSD-backed tier).
+    pub block_size: usize,
+    /// Largest LST in bytes (an LST also ends when its index block is full).
+    pub table_max_bytes: usize,
+    /// Immutable FastStores allowed to wait for the flush thread before writers are
+    /// slowed down (the memory budget; default 2).
+    pub max_immutable_faststores: usize,
+    /// Buffer-trees tolerated before compaction under write-heavy load (default 4).
+    pub buffer_trees_write_heavy: usize,
+    /// Buffer-trees tolerated under read-heavy or read-only load (default 1).
+    pub buffer_trees_read_heavy: usize,
+    /// Under read-only load, flush even a partly full FastStore (default true).
+    pub flush_when_read_only: bool,
+    /// Threads merging key-range partitions in a compaction (default: cores).
+    pub compaction_threads: usize,
+    /// Run the flush and compaction threads (default true). Without them nothing is
+    /// flushed or compacted unless [`super::Db::flush_faststore`] or
+    /// [`super::Db::compact`] is called, and writers are never slowed down.
+    pub background: bool,
 }
 
 impl Default for Options {
@@ -68,6 +88,14 @@ impl Default for Options {
             dax: None,
             recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             sim_device: None,
+            block_size: 512,
+            table_max_bytes: 256 << 10,
+            max_immutable_faststores: 2,
+            buffer_trees_write_heavy: 4,
+            buffer_trees_read_heavy: 1,
+            flush_when_read_only: true,
+            compaction_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            background: true,
         }
     }
 }
@@ -99,6 +127,30 @@ impl Options {
         }
         if self.faststore_capacity < 64 * 1024 {
             return Err(Error::invalid("faststore_capacity must be at least 64 KiB"));
+        }
+        if !self.block_size.is_power_of_two() || !(256..=4096).contains(&self.block_size) {
+            return Err(Error::invalid(format!(
+                "block_size {} must be a power of two between 256 and 4096",
+                self.block_size
+            )));
+        }
+        if self.table_max_bytes < 4 * self.block_size || self.table_max_bytes > (16 << 20) {
+            return Err(Error::invalid(
+                "table_max_bytes must be between 4 blocks and 16 MiB",
+            ));
+        }
+        if self.inline_threshold > 8192 {
+            return Err(Error::invalid(
+                "inline_threshold must be at most 8192 (inline values must fit a table block)",
+            ));
+        }
+        if self.max_immutable_faststores == 0 {
+            return Err(Error::invalid(
+                "max_immutable_faststores must be at least 1",
+            ));
+        }
+        if self.buffer_trees_write_heavy == 0 || self.buffer_trees_read_heavy == 0 {
+            return Err(Error::invalid("buffer-tree thresholds must be at least 1"));
         }
         Ok(())
     }

@@ -8,18 +8,38 @@ use crate::pmem::Backend;
 /// A point-in-time summary of the store.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
-    /// Index entries across FastStore generations (tombstones and shadowed keys count).
-    pub index_entries: u64,
-    /// Estimated DRAM bytes of all FastStore indexes.
+    /// Index entries in FastStores (tombstones and shadowed keys count).
+    pub faststore_entries: u64,
+    /// Estimated DRAM bytes of the FastStore indexes.
     pub faststore_dram_bytes: u64,
     /// Current active FastStore generation.
     pub active_generation: u64,
-    /// Immutable FastStores waiting (readable).
+    /// Immutable FastStores waiting for a flush (readable).
     pub immutable_faststores: u64,
-    /// FastStore switches since open.
-    pub faststore_switches: u64,
-    /// Log segments in use.
+    /// Buffer-trees.
+    pub buffer_trees: u64,
+    /// Tables in buffer-trees.
+    pub buffer_tables: u64,
+    /// Entries in buffer-tree tables.
+    pub buffer_entries: u64,
+    /// Table bytes of buffer-trees.
+    pub buffer_bytes: u64,
+    /// Estimated DRAM of the buffer-tree indexes.
+    pub buffer_dram_bytes: u64,
+    /// StableStore tables.
+    pub stable_tables: u64,
+    /// Entries in StableStore tables.
+    pub stable_entries: u64,
+    /// Table bytes of StableStore.
+    pub stable_bytes: u64,
+    /// Estimated DRAM of the StableStore index.
+    pub stable_dram_bytes: u64,
+    /// Log segments in use (live FastStores).
     pub log_segments: u64,
+    /// Log segments kept for separated values, and their live value bytes.
+    pub retained_segments: u64,
+    /// Live separated-value bytes in retained segments (the rest of them is dead).
+    pub retained_live_bytes: u64,
     /// Pool size in bytes.
     pub pool_bytes_total: u64,
     /// Bytes in allocated chunks.
@@ -34,13 +54,43 @@ pub struct Stats {
     pub live_snapshots: u64,
     /// Largest LSN issued.
     pub max_lsn: u64,
+    /// FastStore switches since open.
+    pub faststore_switches: u64,
+    /// Flushes since open, table bytes they wrote, and their time.
+    pub flushes: u64,
+    /// Table bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Time spent flushing, microseconds.
+    pub flush_micros: u64,
+    /// Compactions since open.
+    pub compactions: u64,
+    /// Table bytes written by compactions.
+    pub compaction_bytes: u64,
+    /// Time spent compacting, microseconds.
+    pub compaction_micros: u64,
+    /// Tables moved to StableStore without a rewrite.
+    pub moved_tables: u64,
     /// Log bytes appended since open.
     pub log_bytes_written: u64,
+    /// Key + value bytes written by users since open.
+    pub user_bytes_written: u64,
+    /// (log + flush + compaction bytes) / user bytes, since open.
+    pub write_amplification: f64,
+    /// Times writers were slowed down by the memory budget, and the time they waited.
+    pub stalls: u64,
+    /// Microseconds writers spent stalled.
+    pub stall_micros: u64,
+    /// Load mode in effect: "write-heavy", "read-heavy" or "read-only".
+    pub load_mode: &'static str,
+    /// Reads and writes counted by the load tracker.
+    pub reads: u64,
+    /// Writes counted by the load tracker.
+    pub writes: u64,
     /// Whether the previous session closed cleanly.
     pub recovered_clean: bool,
     /// Records replayed at open.
     pub recovered_records: u64,
-    /// Replay time at open, microseconds.
+    /// Open (recovery) time, microseconds.
     pub recovery_micros: u64,
 }
 
@@ -48,11 +98,21 @@ impl Db {
     /// Gathers statistics (locks each log slot briefly).
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
+        let c = &inner.counters;
         let stages = inner.stages.load();
+        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let (reads, writes) = inner.load.totals();
+        let mstate = inner.manifest.state();
         let mut s = Stats {
             active_generation: stages.active.generation(),
             immutable_faststores: stages.immutable.len() as u64,
-            faststore_switches: inner.switches.load(Ordering::Relaxed),
+            buffer_trees: stages.buffer.len() as u64,
+            stable_tables: stages.stable.len() as u64,
+            stable_entries: stages.stable.entries(),
+            stable_bytes: stages.stable.bytes(),
+            stable_dram_bytes: stages.stable.dram_bytes(),
+            retained_segments: mstate.retained.len() as u64,
+            retained_live_bytes: mstate.retained.values().map(|(_, l)| *l).sum(),
             pool_bytes_total: inner.pool.chunk_count() * inner.pool.chunk_size(),
             pool_bytes_used: inner.pool.used_bytes(),
             pool_bytes_free: inner.pool.free_bytes(),
@@ -64,20 +124,46 @@ impl Db {
             },
             live_snapshots: inner.snaps.live() as u64,
             max_lsn: inner.lsns.max_issued(),
+            faststore_switches: ld(&c.switches),
+            flushes: ld(&c.flushes),
+            flush_bytes: ld(&c.flush_bytes),
+            flush_micros: ld(&c.flush_micros),
+            compactions: ld(&c.compactions),
+            compaction_bytes: ld(&c.compaction_bytes),
+            compaction_micros: ld(&c.compaction_micros),
+            moved_tables: ld(&c.moved_tables),
+            log_bytes_written: ld(&c.retired_log_bytes),
+            user_bytes_written: ld(&c.retired_user_bytes),
+            stalls: ld(&c.stalls),
+            stall_micros: ld(&c.stall_micros),
+            load_mode: inner.load.mode().name(),
+            reads,
+            writes,
             recovered_clean: inner.recovery.clean_shutdown,
             recovered_records: inner.recovery.records,
             recovery_micros: inner.recovery.replay_micros,
             ..Stats::default()
         };
-        for fs in stages.all() {
-            s.index_entries += fs.index().len() as u64;
+        for fs in stages.fast() {
+            s.faststore_entries += fs.index().len() as u64;
             s.faststore_dram_bytes += fs.dram_bytes();
             s.log_segments += fs.segments().len() as u64;
-            let _ = fs.for_each_slot(|slot| {
-                s.log_bytes_written += slot.writer.bytes_written();
-                Ok::<(), ()>(())
-            });
+            let (log, user) = fs.written();
+            s.log_bytes_written += log;
+            s.user_bytes_written += user;
         }
+        for t in &stages.buffer {
+            s.buffer_tables += t.tables.len() as u64;
+            s.buffer_entries += t.tables.entries();
+            s.buffer_bytes += t.tables.bytes();
+            s.buffer_dram_bytes += t.tables.dram_bytes();
+        }
+        let written = s.log_bytes_written + s.flush_bytes + s.compaction_bytes;
+        s.write_amplification = if s.user_bytes_written == 0 {
+            0.0
+        } else {
+            written as f64 / s.user_bytes_written as f64
+        };
         s
     }
 }

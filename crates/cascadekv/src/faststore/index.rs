@@ -106,9 +106,12 @@ impl Index {
         n
     }
 
-    /// True when empty.
+    /// True when empty (cheap: a tree with inner nodes has non-empty leaves).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        match &**self.root.load() {
+            Node::Leaf(l) => l.read().len() == 0,
+            Node::Inner(_) => false,
+        }
     }
 
     /// Algorithm 1 `PutValidate`: install `v` unless the key already holds a newer LSN.

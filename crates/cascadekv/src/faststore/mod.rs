@@ -43,6 +43,8 @@ pub struct LogSlot {
     pub dram_bytes: u64,
     /// Part of `dram_bytes` not yet added to the store-wide counter.
     pub unpublished: u64,
+    /// Key and value bytes written through this slot (for write amplification).
+    pub user_bytes: u64,
 }
 
 #[derive(Debug)]
@@ -88,6 +90,7 @@ impl FastStore {
                     writer: LogWriter::new(pool.clone(), generation),
                     dram_bytes: 0,
                     unpublished: 0,
+                    user_bytes: 0,
                 }))
             })
             .collect();
@@ -160,6 +163,17 @@ impl FastStore {
             n += s.0.lock().dram_bytes;
         }
         n
+    }
+
+    /// Log bytes and user bytes written through this generation's slots.
+    pub fn written(&self) -> (u64, u64) {
+        let (mut log, mut user) = (0, 0);
+        for s in self.slots.iter() {
+            let g = s.0.lock();
+            log += g.writer.bytes_written();
+            user += g.user_bytes;
+        }
+        (log, user)
     }
 
     /// Number of slots.

@@ -47,6 +47,8 @@ pub struct LogInfo {
 pub struct Discovery {
     /// Logs by id.
     pub logs: Vec<LogInfo>,
+    /// Manifest logs by id.
+    pub manifests: Vec<LogInfo>,
     /// Allocated chunks of other kinds: (header, first chunk).
     pub others: Vec<(ChunkHeader, u64)>,
 }
@@ -55,6 +57,7 @@ pub struct Discovery {
 pub fn discover(pool: &Pool) -> Result<Discovery> {
     let mut d = Discovery::default();
     let mut logs: BTreeMap<u64, LogInfo> = BTreeMap::new();
+    let mut manifests: BTreeMap<u64, LogInfo> = BTreeMap::new();
     let mut c = pool.reserved_chunks();
     while c < pool.chunk_count() {
         if !pool.allocator().is_allocated(c) {
@@ -73,8 +76,13 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
         let span = u64::from(h.span).max(1);
         pool.note_epoch(c, span, h.epoch);
         match h.kind {
-            ChunkKind::Log => {
-                let e = logs.entry(h.owner).or_insert_with(|| LogInfo {
+            ChunkKind::Log | ChunkKind::Manifest => {
+                let map = if h.kind == ChunkKind::Log {
+                    &mut logs
+                } else {
+                    &mut manifests
+                };
+                let e = map.entry(h.owner).or_insert_with(|| LogInfo {
                     log_id: h.owner,
                     generation: h.aux,
                     segments: Vec::new(),
@@ -90,6 +98,13 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
         }
         c += span;
     }
+    d.logs = check_chains(pool, logs)?;
+    d.manifests = check_chains(pool, manifests)?;
+    Ok(d)
+}
+
+fn check_chains(pool: &Pool, logs: BTreeMap<u64, LogInfo>) -> Result<Vec<LogInfo>> {
+    let mut out = Vec::with_capacity(logs.len());
     for mut log in logs.into_values() {
         log.segments.sort_by_key(|s| s.seq);
         if let Some(first) = log.segments.first() {
@@ -116,9 +131,9 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
                 ));
             }
         }
-        d.logs.push(log);
+        out.push(log);
     }
-    Ok(d)
+    Ok(out)
 }
 
 /// Where a replayed log ended.

@@ -46,6 +46,7 @@ struct Segment {
 #[derive(Debug)]
 pub struct LogWriter {
     pool: Arc<Pool>,
+    kind: ChunkKind,
     generation: u64,
     log_id: Option<u64>,
     next_seq: u64,
@@ -61,8 +62,14 @@ impl LogWriter {
     /// A writer for a new log of FastStore `generation`. No chunk is allocated until
     /// the first append.
     pub fn new(pool: Arc<Pool>, generation: u64) -> Self {
+        Self::with_kind(pool, generation, ChunkKind::Log)
+    }
+
+    /// A writer whose segments are chunks of `kind` (the manifest is a log too).
+    pub fn with_kind(pool: Arc<Pool>, generation: u64, kind: ChunkKind) -> Self {
         LogWriter {
             pool,
+            kind,
             generation,
             log_id: None,
             next_seq: 0,
@@ -162,13 +169,9 @@ impl LogWriter {
         // segment stays open for smaller records that still fit.
         let chunk = self.pool.chunk_size();
         let span = (CHUNK_HEADER_LEN + len).div_ceil(chunk).max(1);
-        let (a, h) = self.pool.alloc_chunk(
-            ChunkKind::Log,
-            span,
-            self.log_id,
-            self.next_seq,
-            self.generation,
-        )?;
+        let (a, h) =
+            self.pool
+                .alloc_chunk(self.kind, span, self.log_id, self.next_seq, self.generation)?;
         if let Some(seg) = self.seg.as_mut() {
             if seg.pos < seg.cap {
                 encode_filler(

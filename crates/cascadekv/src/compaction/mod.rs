@@ -1,0 +1,264 @@
+//! Compaction (FluidKV §5.4, Algorithm 3 COMPACTION): merge all buffer-trees with the
+//! StableStore tables they overlap into new StableStore tables.
+//!
+//! 1. *Pick*: every table of every buffer-tree, and every stable table. Sorted by key
+//!    range they form clusters of overlapping tables; a buffer table alone in its
+//!    cluster overlaps nothing and *moves* to StableStore without being rewritten, a
+//!    stable table alone is left alone. Every table in a larger cluster is rewritten.
+//! 2. *Run*: each rewritten cluster is cut into key-range units (by its tables'
+//!    smallest keys, so large clusters split into about `threads` parts) and the units
+//!    are merged in parallel, one k-way merge per unit over the runs newest first
+//!    (buffer-trees, then StableStore). Only the newest version of a key survives;
+//!    tombstones are dropped, because the output is the last stage and every older
+//!    version of the key is among the inputs (a stable table holding the key overlaps
+//!    the buffer table holding it). Output tables never cross a unit boundary, so
+//!    they never overlap a moved or untouched table.
+//! 3. *Clean* is done by the caller: persist the edit in the manifest, swap in the new
+//!    stage set, mark the replaced tables obsolete (their chunks are freed once no
+//!    reader holds them).
+//!
+//! Thread-safety: `run` reads immutable inputs and writes only new chunks; it may run
+//! while readers and writers work and while a flush adds newer buffer-trees.
+
+pub mod merge;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use merge::{merge, RunCursor};
+
+use crate::bufferstore::BufferTree;
+use crate::error::{Error, Result};
+use crate::faststore::Val;
+use crate::log::record::encoded_len;
+use crate::pmem::Pool;
+use crate::stablestore::TableSet;
+use crate::table::block::TableValue;
+use crate::table::{Lst, LstBuilder, TableWriter};
+
+/// What a compaction works on.
+#[derive(Debug)]
+pub struct Input {
+    /// Buffer-trees, newest first.
+    pub trees: Vec<Arc<BufferTree>>,
+    /// The StableStore.
+    pub stable: Arc<TableSet>,
+    /// Retained log segments (first chunk → (span, live bytes)) for dead accounting.
+    pub retained: BTreeMap<u64, (u64, u64)>,
+    /// The pool.
+    pub pool: Arc<Pool>,
+    /// LST id source.
+    pub ids: Arc<AtomicU64>,
+    /// Block size.
+    pub block_size: usize,
+    /// Largest LST in bytes.
+    pub lst_max_bytes: usize,
+    /// Merge threads.
+    pub threads: usize,
+}
+
+/// What a compaction produced.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Buffer tables moved to StableStore unchanged.
+    pub moved: Vec<Arc<Lst>>,
+    /// Tables replaced (buffer and stable); obsolete once the edit is durable.
+    pub rewritten: Vec<Arc<Lst>>,
+    /// Ids of stable tables among `rewritten`.
+    pub removed_stable: Vec<u64>,
+    /// New tables, in key order.
+    pub created: Vec<Arc<Lst>>,
+    /// Separated value bytes made dead, by retained segment.
+    pub dead: Vec<(u64, u64)>,
+    /// Table bytes written.
+    pub bytes_written: u64,
+    /// Entries read from rewritten tables.
+    pub entries_in: u64,
+    /// Entries written.
+    pub entries_out: u64,
+}
+
+#[derive(Debug, Clone)]
+enum Src {
+    Tree(usize),
+    Stable,
+}
+
+/// A key range `[lo, hi)` to merge (`None` = unbounded).
+#[derive(Debug, Clone)]
+struct Unit {
+    lo: Option<Box<[u8]>>,
+    hi: Option<Box<[u8]>>,
+    /// Tables per run (index = tree position, last = stable), key order.
+    runs: Vec<Vec<Arc<Lst>>>,
+}
+
+/// Runs a compaction.
+pub fn run(input: &Input) -> Result<Output> {
+    let mut out = Output::default();
+    let nruns = input.trees.len() + 1;
+    // 1. Pick: clusters of overlapping tables.
+    let mut all: Vec<(Arc<Lst>, Src)> = Vec::new();
+    for (i, t) in input.trees.iter().enumerate() {
+        all.extend(t.tables.tables().map(|l| (l.clone(), Src::Tree(i))));
+    }
+    all.extend(input.stable.tables().map(|l| (l.clone(), Src::Stable)));
+    all.sort_by(|a, b| a.0.min_key.cmp(&b.0.min_key));
+    let mut clusters: Vec<Vec<(Arc<Lst>, Src)>> = Vec::new();
+    let mut cur_max: Option<Box<[u8]>> = None;
+    for (l, s) in all {
+        let joins = cur_max.as_ref().is_some_and(|m| l.min_key <= *m);
+        if !joins {
+            clusters.push(Vec::new());
+        }
+        if cur_max.as_ref().is_none_or(|m| l.max_key > *m) {
+            cur_max = Some(l.max_key.clone());
+        }
+        if let Some(c) = clusters.last_mut() {
+            c.push((l, s));
+        }
+    }
+    let total_rewrite: u64 = clusters
+        .iter()
+        .filter(|c| c.len() > 1)
+        .flat_map(|c| c.iter().map(|(l, _)| u64::from(l.entries)))
+        .sum();
+    let target = (total_rewrite / input.threads.max(1) as u64).max(16 * 1024);
+    let mut units: Vec<Unit> = Vec::new();
+    for c in clusters {
+        if c.len() == 1 {
+            if let Some((l, Src::Tree(_))) = c.into_iter().next() {
+                out.moved.push(l);
+            }
+            continue;
+        }
+        let entries: u64 = c.iter().map(|(l, _)| u64::from(l.entries)).sum();
+        out.entries_in += entries;
+        // Split points: table smallest keys at even entry intervals.
+        let mut splits: Vec<Box<[u8]>> = Vec::new();
+        let mut acc = 0;
+        for (l, _) in c.iter().skip(1) {
+            acc += u64::from(l.entries);
+            if acc >= target && splits.last().is_none_or(|s| l.min_key > *s) {
+                splits.push(l.min_key.clone());
+                acc = 0;
+            }
+        }
+        let cluster_lo = c.first().map(|(l, _)| l.min_key.clone());
+        let mut bounds: Vec<Option<Box<[u8]>>> = vec![cluster_lo];
+        bounds.extend(splits.into_iter().map(Some));
+        bounds.push(None);
+        let mut runs: Vec<Vec<Arc<Lst>>> = vec![Vec::new(); nruns];
+        for (l, s) in &c {
+            out.rewritten.push(l.clone());
+            match s {
+                Src::Tree(i) => runs[*i].push(l.clone()),
+                Src::Stable => {
+                    out.removed_stable.push(l.id);
+                    runs[nruns - 1].push(l.clone());
+                }
+            }
+        }
+        // The last unit of a cluster ends at the cluster's largest key (inclusive):
+        // `hi = None` is safe because the runs only hold this cluster's tables.
+        for w in bounds.windows(2) {
+            units.push(Unit {
+                lo: w[0].clone(),
+                hi: w[1].clone(),
+                runs: runs.clone(),
+            });
+        }
+    }
+    // 2. Run: units spread over threads, each thread merging its units in order.
+    let threads = input.threads.clamp(1, units.len().max(1));
+    let results: Vec<Result<UnitResult>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let units = &units;
+                s.spawn(move || merge_units(input, units, t, threads))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Internal("compaction thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut per_unit: Vec<(usize, Vec<Arc<Lst>>)> = Vec::new();
+    let mut dead: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in results {
+        let (u, d, written, n) = r?;
+        per_unit.extend(u);
+        for (c, b) in d {
+            *dead.entry(c).or_insert(0) += b;
+        }
+        out.bytes_written += written;
+        out.entries_out += n;
+    }
+    per_unit.sort_by_key(|(i, _)| *i);
+    out.created = per_unit.into_iter().flat_map(|(_, l)| l).collect();
+    out.dead = dead.into_iter().collect();
+    Ok(out)
+}
+
+type UnitResult = (Vec<(usize, Vec<Arc<Lst>>)>, Vec<(u64, u64)>, u64, u64);
+
+fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Result<UnitResult> {
+    let mut writer = TableWriter::new(input.pool.clone());
+    let mut builder = LstBuilder::new(input.block_size, input.lst_max_bytes, input.ids.clone());
+    let mut made = Vec::new();
+    let mut dead: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut n = 0u64;
+    for (ui, u) in units.iter().enumerate().skip(t).step_by(threads) {
+        let mut cursors: Vec<RunCursor> = u
+            .runs
+            .iter()
+            .map(|r| RunCursor::new(r.clone(), u.lo.clone(), u.hi.clone()))
+            .collect();
+        let mut lsts = Vec::new();
+        merge(
+            &mut cursors,
+            |k, v| {
+                let tv = match &v {
+                    // The output is the last stage: a tombstone has nothing to hide.
+                    Val::Tomb => return Ok(()),
+                    Val::Addr { addr, len } => TableValue::Separated {
+                        addr: *addr,
+                        len: *len,
+                    },
+                    other => TableValue::Inline(other.inline_bytes().unwrap_or(&[])),
+                };
+                n += 1;
+                if let Some(b) = builder.add(&k, &tv) {
+                    lsts.push(writer.place(b)?);
+                }
+                Ok(())
+            },
+            |k, v| note_dead(input, &mut dead, k, v),
+        )?;
+        if let Some(b) = builder.finish() {
+            lsts.push(writer.place(b)?);
+        }
+        made.push((ui, lsts));
+    }
+    writer.sync()?;
+    Ok((made, dead.into_iter().collect(), writer.bytes_written(), n))
+}
+
+/// Counts a dropped separated value as dead bytes of its retained log segment.
+fn note_dead(input: &Input, dead: &mut BTreeMap<u64, u64>, key: &[u8], v: &Val) {
+    if let Val::Addr { addr, len } = v {
+        let chunk = addr / input.pool.chunk_size();
+        let seg = input
+            .retained
+            .range(..=chunk)
+            .next_back()
+            .filter(|(c, (span, _))| chunk < *c + *span)
+            .map(|(c, _)| *c);
+        if let Some(seg) = seg {
+            *dead.entry(seg).or_insert(0) += encoded_len(key.len(), *len as usize, false);
+        }
+    }
+}

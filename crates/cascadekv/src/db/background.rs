@@ -1,0 +1,114 @@
+//! Background threads: one flushes immutable FastStores, one compacts (FluidKV §5.4:
+//! "performed with a dedicated background thread respectively").
+//!
+//! Both sleep on a shared [`Signal`] and wake when a FastStore is switched, a flush
+//! finishes, a writer stalls, or every 50 ms (the load window). An error in either
+//! thread poisons the store — writes then fail with `Error::Poisoned` instead of
+//! stalling forever — and stops that thread.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::load::LoadMode;
+use super::{compact, flush, switch_locked, Inner};
+use crate::error::{Error, Result};
+
+const WINDOW: Duration = Duration::from_millis(50);
+
+/// Wake-up and stop flags shared with the threads.
+#[derive(Debug, Default)]
+pub struct Signal {
+    woken: Mutex<bool>,
+    cv: Condvar,
+    stop: AtomicBool,
+}
+
+impl Signal {
+    /// Wakes the threads.
+    pub fn wake(&self) {
+        *self.woken.lock() = true;
+        self.cv.notify_all();
+    }
+
+    /// Asks the threads to exit.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn wait(&self) {
+        let mut w = self.woken.lock();
+        if !*w {
+            let _ = self.cv.wait_for(&mut w, WINDOW);
+        }
+        *w = false;
+    }
+}
+
+/// Starts the flush and compaction threads.
+pub(crate) fn start(inner: &Arc<Inner>) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let spawn = |name: &str, f: fn(&Inner) -> Result<()>| {
+        let inner = inner.clone();
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                while !inner.bg.stopped() {
+                    match f(&inner) {
+                        Ok(()) => inner.space_blocked.store(false, Ordering::Release),
+                        // Out of space is not a broken store: writers get PoolFull
+                        // instead of waiting, and the work is retried next window.
+                        Err(Error::PoolFull { .. }) => {
+                            inner.space_blocked.store(true, Ordering::Release)
+                        }
+                        Err(e) => {
+                            inner.poison(&e);
+                            return;
+                        }
+                    }
+                    inner.bg.wait();
+                }
+            })
+            .map_err(|e| Error::io("starting a background thread", e))
+    };
+    Ok(vec![
+        spawn("cascade-flush", flush_step)?,
+        spawn("cascade-compact", compact_step)?,
+    ])
+}
+
+fn flush_step(inner: &Inner) -> Result<()> {
+    while !inner.bg.stopped() && flush::flush_oldest(inner)? {}
+    // Read-only load: move a partly filled FastStore on to the read-optimized stages.
+    let stages = inner.stages.load_full();
+    if inner.opts.flush_when_read_only
+        && inner.load.mode() == LoadMode::ReadOnly
+        && stages.immutable.is_empty()
+        && !stages.active.index().is_empty()
+    {
+        let switched = {
+            let _g = inner.stage_lock.lock();
+            switch_locked(inner, &stages.active)
+        };
+        if switched {
+            flush::flush_oldest(inner)?;
+        }
+    }
+    Ok(())
+}
+
+fn compact_step(inner: &Inner) -> Result<()> {
+    let mode = inner.load.update();
+    let threshold = match mode {
+        LoadMode::WriteHeavy => inner.opts.buffer_trees_write_heavy,
+        LoadMode::ReadHeavy | LoadMode::ReadOnly => inner.opts.buffer_trees_read_heavy,
+    };
+    compact::compact(inner, threshold)?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! Load-awareness (FluidKV §4.4, Fig. 10): the read:write mix decides how many
+//! buffer-trees are tolerated before compaction.
+//!
+//! Readers and writers count their operations in thread-local batches of 64 and add
+//! them to two shared counters (so the shared cache lines are touched once per 64
+//! operations). The compaction thread looks at the change every window and picks the
+//! mode: no writes but reads → read-only (flush even a partly full FastStore, compact
+//! at one buffer-tree); more reads than writes → read-heavy (compact at one); else
+//! write-heavy (tolerate `buffer_trees_write_heavy`, trading read amplification for
+//! write throughput). With several stores in one process the thread-local batches
+//! may credit a few operations to the wrong store; the mode is a heuristic.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use parking_lot::Mutex;
+
+/// The mode in effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LoadMode {
+    /// Writes dominate (or no traffic).
+    WriteHeavy = 0,
+    /// Reads outnumber writes.
+    ReadHeavy = 1,
+    /// Only reads in the last window.
+    ReadOnly = 2,
+}
+
+impl LoadMode {
+    /// Name for stats.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadMode::WriteHeavy => "write-heavy",
+            LoadMode::ReadHeavy => "read-heavy",
+            LoadMode::ReadOnly => "read-only",
+        }
+    }
+}
+
+const BATCH: u32 = 64;
+
+thread_local! {
+    static PENDING: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+}
+
+/// Counts operations and classifies the recent mix.
+#[derive(Debug, Default)]
+pub struct LoadTracker {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    mode: AtomicU8,
+    last: Mutex<(u64, u64)>,
+}
+
+impl LoadTracker {
+    /// Counts one read.
+    pub fn note_read(&self) {
+        let (r, w) = PENDING.with(Cell::get);
+        if r + 1 >= BATCH {
+            self.reads.fetch_add(u64::from(r + 1), Ordering::Relaxed);
+            PENDING.with(|p| p.set((0, w)));
+        } else {
+            PENDING.with(|p| p.set((r + 1, w)));
+        }
+    }
+
+    /// Counts one write.
+    pub fn note_write(&self) {
+        let (r, w) = PENDING.with(Cell::get);
+        if w + 1 >= BATCH {
+            self.writes.fetch_add(u64::from(w + 1), Ordering::Relaxed);
+            PENDING.with(|p| p.set((r, 0)));
+        } else {
+            PENDING.with(|p| p.set((r, w + 1)));
+        }
+    }
+
+    /// Closes a window: classifies the operations counted since the last call.
+    pub fn update(&self) -> LoadMode {
+        let (r, w) = (
+            self.reads.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        );
+        let mut last = self.last.lock();
+        let (dr, dw) = (r - last.0, w - last.1);
+        *last = (r, w);
+        let mode = if dw == 0 && dr > 0 {
+            LoadMode::ReadOnly
+        } else if dr > dw {
+            LoadMode::ReadHeavy
+        } else {
+            LoadMode::WriteHeavy
+        };
+        self.mode.store(mode as u8, Ordering::Relaxed);
+        mode
+    }
+
+    /// The mode decided at the last window.
+    pub fn mode(&self) -> LoadMode {
+        match self.mode.load(Ordering::Relaxed) {
+            1 => LoadMode::ReadHeavy,
+            2 => LoadMode::ReadOnly,
+            _ => LoadMode::WriteHeavy,
+        }
+    }
+
+    /// Reads and writes counted so far (batched: up to 63 per thread may be pending).
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_follow_the_mix() {
+        let t = LoadTracker::default();
+        for _ in 0..1000 {
+            t.note_write();
+        }
+        assert_eq!(t.update(), LoadMode::WriteHeavy);
+        for _ in 0..1000 {
+            t.note_read();
+        }
+        for _ in 0..100 {
+            t.note_write();
+        }
+        assert_eq!(t.update(), LoadMode::ReadHeavy);
+        for _ in 0..1000 {
+            t.note_read();
+        }
+        assert_eq!(t.update(), LoadMode::ReadOnly);
+        assert_eq!(t.mode(), LoadMode::ReadOnly);
+        assert_eq!(
+            t.update(),
+            LoadMode::WriteHeavy,
+            "no traffic counts as write-heavy"
+        );
+    }
+}
