@@ -282,24 +282,9 @@ fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
             let db = Db::open(&store.dir, store.options())?;
             let s = db.stats();
             let info = db.recovery_info();
-            let rows: Vec<(&str, String)> = vec![
-                ("backend", s.backend.to_string()),
-                ("index_entries", s.index_entries.to_string()),
-                ("faststore_dram_bytes", s.faststore_dram_bytes.to_string()),
-                ("active_generation", s.active_generation.to_string()),
-                ("immutable_faststores", s.immutable_faststores.to_string()),
-                ("log_segments", s.log_segments.to_string()),
-                ("pool_bytes_total", s.pool_bytes_total.to_string()),
-                ("pool_bytes_used", s.pool_bytes_used.to_string()),
-                ("pool_bytes_free", s.pool_bytes_free.to_string()),
-                ("chunk_size", s.chunk_size.to_string()),
-                ("max_lsn", s.max_lsn.to_string()),
-                ("recovered_clean", info.clean_shutdown.to_string()),
-                ("recovered_logs", info.logs.to_string()),
-                ("recovered_records", info.records.to_string()),
-                ("recovery_micros", info.replay_micros.to_string()),
-                ("heap_bytes", cascade_bench::alloc::heap_bytes().to_string()),
-            ];
+            let mut rows = s.rows();
+            rows.push(("recovered_logs", info.logs.to_string()));
+            rows.push(("heap_bytes", cascade_bench::alloc::heap_bytes().to_string()));
             for (k, v) in rows {
                 writeln!(out, "{k}: {v}").map_err(io)?;
             }

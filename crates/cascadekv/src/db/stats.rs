@@ -94,6 +94,66 @@ pub struct Stats {
     pub recovery_micros: u64,
 }
 
+impl Stats {
+    /// Every field as `(name, value)` rows, in a stable order (for `cascade stats`,
+    /// `INFO` and metrics).
+    pub fn rows(&self) -> Vec<(&'static str, String)> {
+        let mut r: Vec<(&'static str, String)> = Vec::new();
+        let mut n = |k: &'static str, v: u64| r.push((k, v.to_string()));
+        n("faststore_entries", self.faststore_entries);
+        n("faststore_dram_bytes", self.faststore_dram_bytes);
+        n("active_generation", self.active_generation);
+        n("immutable_faststores", self.immutable_faststores);
+        n("buffer_trees", self.buffer_trees);
+        n("buffer_tables", self.buffer_tables);
+        n("buffer_entries", self.buffer_entries);
+        n("buffer_bytes", self.buffer_bytes);
+        n("buffer_dram_bytes", self.buffer_dram_bytes);
+        n("stable_tables", self.stable_tables);
+        n("stable_entries", self.stable_entries);
+        n("stable_bytes", self.stable_bytes);
+        n("stable_dram_bytes", self.stable_dram_bytes);
+        n("log_segments", self.log_segments);
+        n("retained_segments", self.retained_segments);
+        n("retained_live_bytes", self.retained_live_bytes);
+        n("pool_bytes_total", self.pool_bytes_total);
+        n("pool_bytes_used", self.pool_bytes_used);
+        n("pool_bytes_free", self.pool_bytes_free);
+        n("chunk_size", self.chunk_size);
+        n("live_snapshots", self.live_snapshots);
+        n("max_lsn", self.max_lsn);
+        n("faststore_switches", self.faststore_switches);
+        n("flushes", self.flushes);
+        n("flush_bytes", self.flush_bytes);
+        n("flush_micros", self.flush_micros);
+        n("compactions", self.compactions);
+        n("compaction_bytes", self.compaction_bytes);
+        n("compaction_micros", self.compaction_micros);
+        n("moved_tables", self.moved_tables);
+        n("log_bytes_written", self.log_bytes_written);
+        n("user_bytes_written", self.user_bytes_written);
+        n("stalls", self.stalls);
+        n("stall_micros", self.stall_micros);
+        n("reads", self.reads);
+        n("writes", self.writes);
+        n("recovered_records", self.recovered_records);
+        n("recovery_micros", self.recovery_micros);
+        r.push((
+            "write_amplification",
+            format!("{:.3}", self.write_amplification),
+        ));
+        r.push(("load_mode", self.load_mode.to_string()));
+        r.push(("backend", self.backend.to_string()));
+        r.push(("recovered_clean", self.recovered_clean.to_string()));
+        r
+    }
+
+    /// Estimated DRAM of all engine indexes.
+    pub fn dram_bytes(&self) -> u64 {
+        self.faststore_dram_bytes + self.buffer_dram_bytes + self.stable_dram_bytes
+    }
+}
+
 impl Db {
     /// Gathers statistics (locks each log slot briefly).
     pub fn stats(&self) -> Stats {
