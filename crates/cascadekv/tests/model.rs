@@ -16,6 +16,8 @@ enum Op {
     Scan(u16, u16, usize),
     IterDuringWrites(u16),
     Reopen,
+    Flush,
+    Compact,
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -43,21 +45,37 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (k.clone(), k.clone(), 1usize..50).prop_map(|(a, b, l)| Op::Scan(a, b, l)),
         1 => k.prop_map(Op::IterDuringWrites),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Compact),
     ]
 }
 
-fn opts() -> Options {
+/// Tiny stages so every path runs: small FastStores, 256 B blocks, 1 KiB tables.
+/// `background` = flush and compaction threads on (timing-dependent interleavings)
+/// or off (only the explicit Flush / Compact operations move data).
+fn opts(background: bool) -> Options {
     Options {
         pool_size: 64 << 20,
         chunk_size: 64 << 10,
         faststore_capacity: 64 << 10,
         inline_threshold: 32,
         log_slots: 4,
+        block_size: 256,
+        table_max_bytes: 1024,
+        buffer_trees_write_heavy: 3,
+        compaction_threads: 2,
+        background,
         ..Options::default()
     }
 }
 
 fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    check_with(ops.clone(), false)?;
+    check_with(ops, true)
+}
+
+fn check_with(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
+    let opts = || opts(background);
     let dir = std::env::temp_dir().join(format!(
         "ckv-model-{}-{:?}",
         std::process::id(),
@@ -136,6 +154,10 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 drop(db.take());
                 db = Some(Db::open(&dir, opts()).map_err(fail)?);
             }
+            Op::Flush => d.flush_faststore().map_err(fail)?,
+            Op::Compact => {
+                d.compact().map_err(fail)?;
+            }
         }
     }
     // Final full comparison, then once more after a reopen.
@@ -157,7 +179,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
     fn engine_matches_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
         check(ops)?;
@@ -175,6 +197,12 @@ fn many_switches_then_reopen() -> Result<(), TestCaseError> {
             5 => Op::Scan(k, k.wrapping_add(40) % 300, 20),
             _ => Op::Put(k, i as usize),
         });
+        if i % 700 == 0 {
+            ops.push(Op::Flush);
+        }
+        if i % 2100 == 0 {
+            ops.push(Op::Compact);
+        }
         if i % 1500 == 0 {
             ops.push(Op::Reopen);
         }

@@ -25,6 +25,12 @@ fn opts(dev: Arc<SimDevice>) -> Options {
         log_slots: 4,
         recovery_threads: 1,
         sim_device: Some(dev),
+        block_size: 256,
+        table_max_bytes: 2048,
+        compaction_threads: 2,
+        // Flushes and compactions are triggered by the workload itself, so that
+        // crashes land at every fence of them too.
+        background: false,
         ..Options::default()
     }
 }
@@ -70,11 +76,23 @@ struct Oracle {
 
 #[test]
 fn recovers_every_acknowledged_write_at_every_fence() {
+    run(false);
+}
+
+#[test]
+fn recovers_at_every_fence_of_flushes_and_compactions() {
+    run(true);
+}
+
+fn run(stages: bool) {
     let dev = Arc::new(SimDevice::new(4 << 20));
     let oracle = Arc::new(Mutex::new(Oracle::default()));
     let checked = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
-    let check_dir = std::env::temp_dir().join(format!("ckv-simcrash-check-{}", std::process::id()));
+    let check_dir = std::env::temp_dir().join(format!(
+        "ckv-simcrash-check-{}-{stages}",
+        std::process::id()
+    ));
     {
         let (oracle, checked, failures, check_dir) = (
             oracle.clone(),
@@ -105,7 +123,7 @@ fn recovers_every_acknowledged_write_at_every_fence() {
             }
         })));
     }
-    let dir = std::env::temp_dir().join(format!("ckv-simcrash-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ckv-simcrash-{}-{stages}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let db = Arc::new(Db::open(&dir, opts(dev.clone())).expect("open"));
     let handles: Vec<_> = (0..THREADS)
@@ -113,6 +131,12 @@ fn recovers_every_acknowledged_write_at_every_fence() {
             let (db, oracle) = (db.clone(), oracle.clone());
             std::thread::spawn(move || {
                 for i in 0..120u64 {
+                    if stages && t == 0 && i % 20 == 19 {
+                        db.flush_faststore().expect("flush");
+                        if i % 40 == 39 {
+                            db.compact().expect("compact");
+                        }
+                    }
                     let k = key(t, (i * 5) % KEYS_PER_THREAD);
                     let k2 = key(t, (i * 5 + 1) % KEYS_PER_THREAD);
                     let (v, v2) = {
@@ -164,6 +188,13 @@ fn recovers_every_acknowledged_write_at_every_fence() {
         f.first()
     );
     assert!(fences > 200, "workload too small: {fences} fences");
+    if stages {
+        let s = db.stats();
+        assert!(
+            s.flushes >= 5 && s.compactions >= 2 && s.stable_tables > 0,
+            "{s:?}"
+        );
+    }
     assert_eq!(checked.load(Ordering::Relaxed), fences * 4);
     drop(db);
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,6 +4,6 @@ pub mod reader;
 pub mod record;
 pub mod writer;
 
-pub use reader::{discover, replay, Discovery, LogInfo, ReplayEnd};
+pub use reader::{check_chain, discover, replay, Discovery, LogInfo, ReplayEnd};
 pub use record::{Kind, RecordIn, RecordOut};
 pub use writer::LogWriter;

@@ -98,15 +98,25 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
         }
         c += span;
     }
-    d.logs = check_chains(pool, logs)?;
-    d.manifests = check_chains(pool, manifests)?;
+    d.logs = sorted(logs);
+    d.manifests = sorted(manifests);
     Ok(d)
 }
 
-fn check_chains(pool: &Pool, logs: BTreeMap<u64, LogInfo>) -> Result<Vec<LogInfo>> {
-    let mut out = Vec::with_capacity(logs.len());
-    for mut log in logs.into_values() {
-        log.segments.sort_by_key(|s| s.seq);
+fn sorted(logs: BTreeMap<u64, LogInfo>) -> Vec<LogInfo> {
+    logs.into_values()
+        .map(|mut l| {
+            l.segments.sort_by_key(|s| s.seq);
+            l
+        })
+        .collect()
+}
+
+/// Checks that a log's segments are numbered 0, 1, 2, … without gaps. Logs whose
+/// generation was flushed may have lost segments on purpose (only those holding
+/// separated values are kept), so only logs that are replayed are checked.
+pub fn check_chain(pool: &Pool, log: &LogInfo) -> Result<()> {
+    {
         if let Some(first) = log.segments.first() {
             if first.seq != 0 {
                 return Err(Error::corruption(
@@ -131,9 +141,8 @@ fn check_chains(pool: &Pool, logs: BTreeMap<u64, LogInfo>) -> Result<Vec<LogInfo
                 ));
             }
         }
-        out.push(log);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Where a replayed log ended.
@@ -153,6 +162,7 @@ pub fn replay<'p>(
     log: &LogInfo,
     mut f: impl FnMut(&RecordOut<'p>, u64) -> Result<()>,
 ) -> Result<ReplayEnd> {
+    check_chain(pool, log)?;
     let mut end = ReplayEnd::default();
     let mut pending: Option<(u32, Vec<(RecordOut<'p>, u64)>)> = None;
     let mut ended = false;
