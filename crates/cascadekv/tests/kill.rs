@@ -55,12 +55,16 @@ const ACK: u8 = 2;
 const OP_PUT: u8 = 1;
 const OP_DEL: u8 = 2;
 
+/// Small stages so that kills land during flushes and compactions too.
 fn options() -> Options {
     Options {
         pool_size: 256 << 20,
         chunk_size: 256 << 10,
         faststore_capacity: 256 << 10,
         inline_threshold: 64,
+        block_size: 256,
+        table_max_bytes: 4096,
+        buffer_trees_write_heavy: 2,
         ..Options::default()
     }
 }
@@ -711,6 +715,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         "kill test: {cycles} cycles, seed {seed}, dir {}",
         root.display()
     );
+    let mut max_tables = 0u64;
     for cycle in 1..=cycles {
         let fail = |msg: String| format!("cycle {cycle}: {msg}");
         let _ = std::fs::remove_file(&marker);
@@ -776,6 +781,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         let open_ms = t_open.elapsed().as_millis();
         let t_verify = Instant::now();
         let info = db.recovery_info().clone();
+        max_tables = max_tables.max(info.tables);
         torn_batch_records += info.torn_batch_records;
         max_replay_ms = max_replay_ms.max(info.replay_micros / 1000);
         let tot = model.verify(&db, &entries).map_err(|e| {
@@ -828,5 +834,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         last.acked_ops,
         start.elapsed().as_secs_f64()
     );
+    if cycles >= 10 && max_tables == 0 {
+        return Err("no flush ever reached the manifest: kills never landed amid stages".into());
+    }
+    eprintln!("  most tables seen at a recovery: {max_tables}");
     Ok(())
 }
