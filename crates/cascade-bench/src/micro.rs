@@ -56,6 +56,10 @@ pub struct Report {
     pub fast_tier_bytes: u64,
     /// Reads that found their key (read workloads).
     pub found: u64,
+    /// Engine write amplification since open ((log + table bytes) / user bytes).
+    pub write_amp: f64,
+    /// Engine DRAM estimate (FastStore + buffer-tree + StableStore indexes).
+    pub engine_dram_bytes: u64,
 }
 
 /// Resident set size of this process, from /proc/self/statm.
@@ -147,6 +151,13 @@ pub fn run(db: &Db, cfg: &Config, workload: &str) -> Result<Report, String> {
             })?;
             (secs, found, ops)
         }
+        "settle" => {
+            // Flush every FastStore and compact everything into StableStore.
+            let start = Instant::now();
+            db.flush_faststore().map_err(|e| e.to_string())?;
+            db.compact().map_err(|e| e.to_string())?;
+            (start.elapsed().as_secs_f64(), 0, 0)
+        }
         other => return Err(format!("unknown workload {other:?}")),
     };
     let stats = db.stats();
@@ -160,6 +171,8 @@ pub fn run(db: &Db, cfg: &Config, workload: &str) -> Result<Report, String> {
         rss_bytes: rss_bytes(),
         fast_tier_bytes: stats.pool_bytes_used,
         found,
+        write_amp: stats.write_amplification,
+        engine_dram_bytes: stats.dram_bytes(),
     })
 }
 
@@ -196,6 +209,8 @@ pub fn recover(cfg: &Config) -> Result<(Db, Report), String> {
         rss_bytes: rss_bytes(),
         fast_tier_bytes: stats.pool_bytes_used,
         found: 0,
+        write_amp: stats.write_amplification,
+        engine_dram_bytes: stats.dram_bytes(),
     };
     Ok((db, report))
 }
@@ -211,12 +226,12 @@ pub fn table(cfg: &Config, reports: &[Report]) -> String {
         cfg.durability,
         cfg.dir.display()
     );
-    s.push_str("| workload | ops | seconds | Mops/s | heap end MB | heap peak MB | heap B/key | RSS MB | pool MB | found |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| workload | ops | seconds | Mops/s | heap end MB | heap peak MB | heap B/key | engine DRAM MB | RSS MB | pool MB | WA | found |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mb = |b: u64| b as f64 / 1e6;
     for r in reports {
         s.push_str(&format!(
-            "| {} | {} | {:.3} | {:.3} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+            "| {} | {} | {:.3} | {:.3} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {} |\n",
             r.workload,
             r.ops,
             r.seconds,
@@ -224,8 +239,10 @@ pub fn table(cfg: &Config, reports: &[Report]) -> String {
             mb(r.heap_bytes_end),
             mb(r.heap_bytes_peak),
             r.heap_bytes_end as f64 / cfg.num.max(1) as f64,
+            mb(r.engine_dram_bytes),
             mb(r.rss_bytes),
             mb(r.fast_tier_bytes),
+            r.write_amp,
             r.found
         ));
     }

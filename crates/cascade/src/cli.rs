@@ -91,7 +91,8 @@ enum Cmd {
 
 #[derive(Debug, Args)]
 struct BenchArgs {
-    /// Comma-separated workloads: fillseq, fillrandom, overwrite, readrandom.
+    /// Comma-separated workloads: fillseq, fillrandom, overwrite, readrandom, settle
+    /// (flush everything and compact it into StableStore).
     #[arg(long, default_value = "fillrandom,readrandom")]
     workloads: String,
     /// Store directory (wiped first unless --reuse).
@@ -130,6 +131,13 @@ struct BenchArgs {
     /// After the workloads, SIGKILL this process (to measure recovery with --reuse).
     #[arg(long)]
     kill_at_end: bool,
+    /// Keep data in the FastStore under read-only load (no flush of a partly full
+    /// FastStore), to measure FastStore reads.
+    #[arg(long)]
+    keep_faststore: bool,
+    /// LST block size in bytes.
+    #[arg(long, default_value_t = 512)]
+    block_size: usize,
 }
 
 fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
@@ -158,6 +166,8 @@ fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
         options: Options {
             pool_size: a.pool_size,
             faststore_capacity: a.faststore_capacity,
+            flush_when_read_only: !a.keep_faststore,
+            block_size: a.block_size,
             ..Options::default()
         },
     };
