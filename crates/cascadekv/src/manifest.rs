@@ -14,9 +14,12 @@
 //! * `Compaction` — these buffer-trees and stable LSTs were replaced by these new
 //!   stable LSTs.
 //!
-//! When a manifest log grows past `ROTATE_BYTES`, a new one is started with a
-//! `Snapshot` and the old one is freed; recovery uses the newest manifest log that
-//! starts with a valid snapshot and frees the others.
+//! At the first edit after open, and when a manifest log grows past `ROTATE_BYTES`, a
+//! new one is started with a `Snapshot` and the old one is freed. Recovery uses the
+//! newest manifest log that holds any valid record (a log whose snapshot never became
+//! durable holds none and is skipped); if that log does not start with a snapshot, or
+//! a record in it is damaged, open fails with `Corruption` rather than fall back to an
+//! older state.
 //!
 //! Encoding of every edit (varints, LEB128; byte strings are length-prefixed) is in
 //! docs/formats.md. Decoding never trusts a length: every count and length is checked

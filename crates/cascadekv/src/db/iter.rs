@@ -111,7 +111,7 @@ impl DbIter<'_> {
             self.done = true;
         }
         for (k, v) in merged {
-            if let Some(val) = self.db.resolve(&v)? {
+            if let Some(val) = self.db.resolve(&k, &v)? {
                 self.buf.push_back((k.into_vec(), val));
             }
         }

@@ -428,26 +428,26 @@ impl Db {
         let stages = self.inner.stages.load();
         for fs in stages.fast() {
             if let Some(v) = fs.index().get(key) {
-                return self.resolve(&v.val);
+                return self.resolve(key, &v.val);
             }
         }
         for t in &stages.buffer {
             if let Some(v) = t.tables.get(key)? {
-                return self.resolve(&v);
+                return self.resolve(key, &v);
             }
         }
         match stages.stable.get(key)? {
-            Some(v) => self.resolve(&v),
+            Some(v) => self.resolve(key, &v),
             None => Ok(None),
         }
     }
 
     /// Turns an index value into bytes (reading and verifying the log record for
     /// key-value separated values).
-    pub(crate) fn resolve(&self, val: &Val) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn resolve(&self, key: &[u8], val: &Val) -> Result<Option<Vec<u8>>> {
         match val {
             Val::Tomb => Ok(None),
-            Val::Addr { addr, len } => read_separated(&self.inner.pool, *addr, *len).map(Some),
+            Val::Addr { addr, len } => read_separated(&self.inner.pool, key, *addr, *len).map(Some),
             other => Ok(other.inline_bytes().map(<[u8]>::to_vec)),
         }
     }
@@ -585,18 +585,19 @@ impl LsnBuf {
     }
 }
 
-/// Reads and verifies the log record at `addr` and returns its value.
-pub(crate) fn read_separated(pool: &Pool, addr: u64, len: u32) -> Result<Vec<u8>> {
+/// Reads and verifies the log record at `addr` (checksum, key, length) and returns its
+/// value.
+pub(crate) fn read_separated(pool: &Pool, key: &[u8], addr: u64, len: u32) -> Result<Vec<u8>> {
     let epoch = pool.epoch_at(addr);
     let max = record::encoded_len(record::MAX_KEY_LEN, len as usize, true);
     let avail = pool.mem().len().saturating_sub(addr).min(max);
     let bytes = pool.mem().read(addr, avail)?;
     match decode(bytes, epoch) {
-        Ok(r) if r.value.len() == len as usize => Ok(r.value.to_vec()),
+        Ok(r) if r.value.len() == len as usize && r.key == key => Ok(r.value.to_vec()),
         Ok(_) => Err(Error::corruption(
             pool.path(),
             addr,
-            "log record length differs from the index",
+            "log record key or length differs from the index",
         )),
         Err(Invalid::Checksum { stored, actual }) => Err(Error::ChecksumMismatch {
             file: pool.path().to_path_buf(),

@@ -1,11 +1,14 @@
 //! Opening a store: directory checks, the lock file, the pool, and recovery
 //! (FluidKV §5.5).
 //!
-//! Recovery finds every log in the pool, frees chunks whose allocation never
-//! completed, and replays the logs into one FastStore. Replay is order-independent —
-//! `put_validate` keeps the largest LSN per key — so logs are replayed in parallel on
-//! `Options::recovery_threads` threads; the result equals replaying all records merged
-//! in LSN order. LSN counters restart above the largest LSN seen.
+//! Recovery walks the pool once (`log::discover`), reads the newest valid manifest,
+//! rebuilds buffer-trees and StableStore from it and frees table chunks no live table
+//! lives in (interrupted flushes and compactions). Logs of flushed generations are not
+//! replayed: their segments are freed, except those holding separated values that
+//! tables reference. The other logs are replayed into one FastStore, in parallel on
+//! `Options::recovery_threads` threads: replay is order-independent (the largest LSN
+//! per key wins), so each thread sorts what it read and the sorted runs are merged.
+//! LSN counters restart above the largest LSN seen.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -25,7 +28,7 @@ use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
 use crate::log::Discovery;
 use crate::manifest::{self, Manifest, ManifestState};
-use crate::pmem::ChunkKind;
+use crate::pmem::{ChunkKind, CHUNK_HEADER_LEN};
 use crate::stablestore::TableSet;
 use crate::table::{Lst, LstMeta, TableChunk};
 use std::cmp::Ordering;
@@ -170,11 +173,19 @@ fn load_tables(
     let mut chunks: BTreeMap<u64, Arc<TableChunk>> = BTreeMap::new();
     let cs = pool.chunk_size();
     let mut handle = |m: &LstMeta| -> Result<Arc<Lst>> {
+        if m.index_units == 0 || m.index_off >= m.size || m.min_key > m.max_key {
+            return Err(Error::corruption(
+                pool.path(),
+                m.base,
+                format!("manifest entry of table {} is inconsistent", m.id),
+            ));
+        }
         let c = m.base / cs;
-        let found = allocs
-            .range(..=c)
-            .next_back()
-            .filter(|(f, span)| c < *f + *span && m.base + u64::from(m.size) <= (*f + *span) * cs);
+        let found = allocs.range(..=c).next_back().filter(|(f, span)| {
+            c < *f + *span
+                && m.base >= *f * cs + CHUNK_HEADER_LEN
+                && m.base + u64::from(m.size) <= (*f + *span) * cs
+        });
         let Some((first, span)) = found else {
             return Err(Error::corruption(
                 pool.path(),

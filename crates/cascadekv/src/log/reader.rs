@@ -10,7 +10,8 @@
 //! writer fences a segment's tail before it writes into the next one). Then the log is
 //! corrupt and replay fails with `Error::Corruption` naming the offset.
 //!
-//! Runs single-threaded during open; nothing else touches the pool meanwhile.
+//! Runs during open, before the store is shared: several logs may be replayed in
+//! parallel, each by one thread; nothing writes to the pool meanwhile.
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! (little-endian; see docs/formats.md):
 //!
 //! ```text
-//! 0  crc32c u32    over [4, size), seeded with the table chunk's epoch
+//! 0  crc32c u32    over [4, size), seeded with the LST's id
 //! 4  kind u8       1 = data, 2 = index
 //! 5  units u8      size = units × block_size
 //! 6  count u16     entries
@@ -14,7 +14,8 @@
 //! ```
 //! Data entry: `key_len varint, key, vtype u8 (0 tombstone, 1 inline, 2 separated),
 //! then inline: value_len varint, value | separated: log address u64, value_len u32`.
-//! Index entry: `key_len varint, key (first key of the data block), addr u64, units u8`.
+//! Index entry: `key_len varint, key (first key of the data block), offset u64 (from
+//! the LST's first byte), units u8`.
 //!
 //! The offset array makes every entry reachable by binary search with one block read;
 //! the block checksum is verified before anything in it is used, so damaged bytes are
@@ -27,8 +28,6 @@ use crate::coding::{
 
 /// Bytes before the offset array.
 pub const BLOCK_HEADER: usize = 8;
-/// Largest block (all units together).
-pub const MAX_BLOCK_BYTES: usize = 60 * 1024;
 
 /// Block kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,7 +198,7 @@ pub struct Block<'a> {
 pub struct IndexEntry<'a> {
     /// First key of the data block.
     pub first_key: &'a [u8],
-    /// Pool address of the data block.
+    /// Offset of the data block from the LST's first byte.
     pub addr: u64,
     /// Its size in units.
     pub units: u8,
@@ -312,27 +311,31 @@ impl<'a> Block<'a> {
         })
     }
 
-    /// Data: `Ok(i)` if `key` is entry `i`, `Err(i)` = number of entries below `key`.
-    pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
+    /// Binary search: `Some(Ok(i))` if `key` is entry `i`, `Some(Err(i))` = number of
+    /// entries below `key`, `None` if an entry on the search path does not decode
+    /// (never a wrong answer from damaged bytes).
+    pub fn search(&self, key: &[u8]) -> Option<Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self.key_at(mid).map(|k| k.cmp(key)) {
-                Some(std::cmp::Ordering::Less) => lo = mid + 1,
-                Some(std::cmp::Ordering::Equal) => return Ok(mid),
-                _ => hi = mid,
+            match self.key_at(mid)?.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Equal => return Some(Ok(mid)),
+                std::cmp::Ordering::Greater => hi = mid,
             }
         }
-        Err(lo)
+        Some(Err(lo))
     }
 
-    /// Index: the entry whose data block may hold `key` (last first_key <= key).
-    pub fn child_for(&self, key: &[u8]) -> Option<usize> {
-        match self.search(key) {
+    /// Index: `Some(Some(i))` for the entry whose data block may hold `key` (last
+    /// first_key <= key), `Some(None)` if `key` is below every entry, `None` if the
+    /// block does not decode.
+    pub fn child_for(&self, key: &[u8]) -> Option<Option<usize>> {
+        Some(match self.search(key)? {
             Ok(i) => Some(i),
             Err(0) => None,
             Err(i) => Some(i - 1),
-        }
+        })
     }
 }
 
@@ -363,13 +366,13 @@ mod tests {
             for i in 0..n {
                 let k = i.to_be_bytes();
                 let at = blk.search(&k);
-                assert_eq!(at, Ok(i as usize));
+                assert_eq!(at, Some(Ok(i as usize)));
                 assert_eq!(
                     blk.data_at(i as usize).map(|(_, v)| v),
                     Some(TableValue::Inline(&i.to_le_bytes()[..]))
                 );
             }
-            assert_eq!(blk.search(&[0xFF; 9]), Err(n as usize));
+            assert_eq!(blk.search(&[0xFF; 9]), Some(Err(n as usize)));
         }
         assert!(
             Block::open(&out, 8, BlockKind::Data).is_err(),
@@ -449,7 +452,7 @@ mod tests {
             if let Ok(blk) = blk {
                 for (i, k) in keys.iter().enumerate() {
                     prop_assert_eq!(blk.index_at(i).map(|e| e.first_key), Some(&k[..]));
-                    prop_assert_eq!(blk.child_for(k), Some(i));
+                    prop_assert_eq!(blk.child_for(k), Some(Some(i)));
                 }
             }
         }

@@ -6,8 +6,10 @@
 //! block checksums are seeded with the LST's id, so blocks of another LST never
 //! validate in its place.
 //!
-//! An LST ends when its index block is full (FluidKV: one index block and the data
-//! blocks it indexes) or its bytes reach `max_bytes`.
+//! An LST ends when the next data block's index entry would not fit its index block
+//! (FluidKV: one index block and the data blocks it indexes) or its bytes reach
+//! `max_bytes`. The entry of the closing data block is added regardless, so the index
+//! block may take two units and an LST may exceed `max_bytes` by about two blocks.
 //!
 //! Thread-safety: a builder is owned by one thread.
 

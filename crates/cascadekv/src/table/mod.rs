@@ -167,13 +167,29 @@ impl Lst {
             ));
         }
         let bytes = self.pool().mem().read(self.base + off, len)?;
-        Block::open(bytes, self.id, kind).map_err(|e| self.block_error(off, e))
+        let b = Block::open(bytes, self.id, kind).map_err(|e| self.block_error(off, e))?;
+        if units_of(bytes) != Some(units) {
+            return Err(self.block_error(
+                off,
+                BlockError::Malformed("block size differs from its index entry"),
+            ));
+        }
+        Ok(b)
     }
 
     fn block_size(&self) -> Result<u64> {
         // The index block's units and size give the unit size.
-        let ib = u64::from(self.size) - u64::from(self.index_off);
-        Ok(ib / u64::from(self.index_units.max(1)))
+        let ib = u64::from(self.size)
+            .checked_sub(u64::from(self.index_off))
+            .filter(|b| *b > 0 && self.index_units > 0)
+            .ok_or_else(|| {
+                Error::corruption(self.pool().path(), self.base, "table metadata out of range")
+            })?;
+        Ok(ib / u64::from(self.index_units))
+    }
+
+    fn undecodable(&self, off: u64) -> Error {
+        self.block_error(off, BlockError::Malformed("entry does not decode"))
     }
 
     fn block_error(&self, off: u64, e: BlockError) -> Error {
@@ -203,22 +219,16 @@ impl Lst {
         if key < &*self.min_key || key > &*self.max_key {
             return Ok(None);
         }
+        let ioff = u64::from(self.index_off);
         let idx = self.index()?;
-        let Some(i) = idx.child_for(key) else {
+        let Some(i) = idx.child_for(key).ok_or_else(|| self.undecodable(ioff))? else {
             return Ok(None);
         };
-        let e = idx.index_at(i).ok_or_else(|| {
-            self.block_error(
-                u64::from(self.index_off),
-                BlockError::Malformed("bad index entry"),
-            )
-        })?;
+        let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
         let data = self.block(e.addr, e.units, BlockKind::Data)?;
-        match data.search(key) {
+        match data.search(key).ok_or_else(|| self.undecodable(e.addr))? {
             Ok(j) => {
-                let (_, v) = data.data_at(j).ok_or_else(|| {
-                    self.block_error(e.addr, BlockError::Malformed("bad data entry"))
-                })?;
+                let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
                 Ok(Some(to_val(&v)))
             }
             Err(_) => Ok(None),
@@ -232,26 +242,28 @@ impl Lst {
         lo: Option<&[u8]>,
         mut f: impl FnMut(&[u8], TableValue<'_>) -> bool,
     ) -> Result<()> {
+        let ioff = u64::from(self.index_off);
         let idx = self.index()?;
-        let start = lo.and_then(|k| idx.child_for(k)).unwrap_or(0);
+        let start = match lo {
+            Some(k) => idx
+                .child_for(k)
+                .ok_or_else(|| self.undecodable(ioff))?
+                .unwrap_or(0),
+            None => 0,
+        };
         for i in start..idx.count() {
-            let e = idx.index_at(i).ok_or_else(|| {
-                self.block_error(
-                    u64::from(self.index_off),
-                    BlockError::Malformed("bad index entry"),
-                )
-            })?;
+            let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
             let data = self.block(e.addr, e.units, BlockKind::Data)?;
             let from = match lo {
-                Some(k) if i == start => match data.search(k) {
-                    Ok(j) | Err(j) => j,
-                },
+                Some(k) if i == start => {
+                    match data.search(k).ok_or_else(|| self.undecodable(e.addr))? {
+                        Ok(j) | Err(j) => j,
+                    }
+                }
                 _ => 0,
             };
             for j in from..data.count() {
-                let (k, v) = data.data_at(j).ok_or_else(|| {
-                    self.block_error(e.addr, BlockError::Malformed("bad data entry"))
-                })?;
+                let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
                 if !f(k, v) {
                     return Ok(());
                 }
