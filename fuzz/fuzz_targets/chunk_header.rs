@@ -10,6 +10,10 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Some(h) = ChunkHeader::decode(data) {
-        assert_eq!(ChunkHeader::decode(&h.encode()), Some(h), "chunk header round trip");
+        assert_eq!(
+            ChunkHeader::decode(&h.encode()),
+            Some(h),
+            "chunk header round trip"
+        );
     }
 });

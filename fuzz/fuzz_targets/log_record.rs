@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(rec) = decode(buf, epoch) else {
         return;
     };
-    assert!(rec.len as usize <= buf.len(), "record longer than its buffer: {rec:?}");
+    assert!(
+        rec.len as usize <= buf.len(),
+        "record longer than its buffer: {rec:?}"
+    );
     assert!(rec.len % 16 == 0, "unaligned record length: {rec:?}");
 
     let rin = RecordIn {
@@ -35,7 +38,14 @@ fuzz_target!(|data: &[u8]| {
         Ok(r2) => {
             assert_eq!(
                 (r2.kind, r2.lsn, r2.in_batch, r2.mark, r2.key, r2.value),
-                (rec.kind, rec.lsn, rec.in_batch, rec.mark, rec.key, rec.value),
+                (
+                    rec.kind,
+                    rec.lsn,
+                    rec.in_batch,
+                    rec.mark,
+                    rec.key,
+                    rec.value
+                ),
                 "round trip changed the record"
             );
             if !filler {

@@ -11,7 +11,10 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Some(e) = decode(data) {
         let enc = encode(&e);
-        assert!(enc.len() <= data.len(), "canonical encoding longer than the input");
+        assert!(
+            enc.len() <= data.len(),
+            "canonical encoding longer than the input"
+        );
         assert_eq!(decode(&enc), Some(e), "manifest edit round trip");
     }
 });

@@ -4,8 +4,9 @@
 //! Mode bit 0 set: the block's checksum is forged (crc32c of the epoch extended over
 //! bytes [4..]) so the structural decoders see arbitrary content.
 //! Asserts: nothing panics; `open` for both kinds, `validate`, every accessor for
-//! i in 0..=count, `search` and `child_for`. When `validate` passes, every key is found
-//! at its own position by `search`/`child_for` and every entry decodes.
+//! i in 0..=count, `search` and `child_for` (never a position past the end). When
+//! `validate` passes, every entry decodes, `search`/`child_for` never give up (`None`)
+//! and find every key at its own position.
 #![no_main]
 
 use cascadekv::coding::{crc32c, crc32c_extend};
@@ -40,8 +41,16 @@ fn exercise(b: &Block<'_>, kind: BlockKind) {
                 BlockKind::Data => assert!(d.is_some(), "validated block: data_at({i}) is None"),
                 BlockKind::Index => assert!(x.is_some(), "validated block: index_at({i}) is None"),
             }
-            assert_eq!(b.search(k), Ok(i), "validated block: search misses key {i}");
-            assert_eq!(b.child_for(k), Some(i), "validated block: child_for misses key {i}");
+            assert_eq!(
+                b.search(k),
+                Some(Ok(i)),
+                "validated block: search misses key {i}"
+            );
+            assert_eq!(
+                b.child_for(k),
+                Some(Some(i)),
+                "validated block: child_for misses key {i}"
+            );
         } else if let Some(k) = k {
             let _ = (b.search(k), b.child_for(k));
         }
@@ -49,11 +58,17 @@ fn exercise(b: &Block<'_>, kind: BlockKind) {
     for probe in [&b""[..], b"\x00", b"m", &[0xFF; 16]] {
         let s = b.search(probe);
         let c = b.child_for(probe);
-        if let Err(lo) = s {
+        if valid {
+            assert!(
+                s.is_some() && c.is_some(),
+                "validated block: search gave up"
+            );
+        }
+        if let Some(Err(lo)) = s {
             assert!(lo <= n, "search past the end: {lo} > {n}");
         }
-        if let Some(c) = c {
-            assert!(c < n.max(1), "child_for past the end: {c} >= {n}");
+        if let Some(Some(c)) = c {
+            assert!(c < n, "child_for past the end: {c} >= {n}");
         }
     }
 }
