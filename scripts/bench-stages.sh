@@ -14,8 +14,8 @@ BIN=./target/release/cascade
 run() { echo '```'; echo "$ cascade bench $*"; echo '```'; "$BIN" bench "$@" --dir "$DIR" 2>/dev/null | grep '^|'; echo; }
 
 echo "### Load and read with flushes and compactions"
-run --num 4000000 --faststore-capacity 64M --pool-size 8G --workloads fillrandom,readrandom,settle
-run --num 40000000 --ops 10000000 --faststore-capacity 64M --pool-size 16G --workloads fillrandom,readrandom,settle
+run --num 4000000 --faststore-capacity 64M --pool-size 8G --workloads fillrandom,settle,readrandom
+run --num 40000000 --ops 10000000 --faststore-capacity 64M --pool-size 16G --workloads fillrandom,settle,readrandom
 
 echo "### DRAM at rest, 50M keys"
 run --num 50000000 --faststore-capacity 64M --pool-size 16G --workloads fillrandom,settle

@@ -77,16 +77,23 @@ pub fn index_entry_len(key: &[u8]) -> usize {
 pub struct BlockBuilder {
     kind: BlockKind,
     block_size: usize,
+    capacity: usize,
     offsets: Vec<u16>,
     body: Vec<u8>,
 }
 
 impl BlockBuilder {
-    /// An empty block of `kind` for unit size `block_size`.
+    /// An empty block of `kind` for unit size `block_size`, filled up to one unit.
     pub fn new(kind: BlockKind, block_size: usize) -> Self {
+        Self::with_units(kind, block_size, 1)
+    }
+
+    /// An empty block filled up to `units` units before `fits` says no.
+    pub fn with_units(kind: BlockKind, block_size: usize, units: usize) -> Self {
         BlockBuilder {
             kind,
             block_size,
+            capacity: block_size * units.max(1),
             offsets: Vec::new(),
             body: Vec::new(),
         }
@@ -107,10 +114,10 @@ impl BlockBuilder {
         BLOCK_HEADER + 2 * (self.offsets.len() + 1) + self.body.len() + entry_len
     }
 
-    /// True if an entry of `entry_len` fits in one unit (an empty block takes any
-    /// entry; it then spans several units).
+    /// True if an entry of `entry_len` fits the block's capacity (an empty block takes
+    /// any entry; it then spans as many units as it needs).
     pub fn fits(&self, entry_len: usize) -> bool {
-        self.is_empty() || self.size_with(entry_len) <= self.block_size
+        self.is_empty() || self.size_with(entry_len) <= self.capacity
     }
 
     /// Appends a data entry (keys must come in increasing order).

@@ -18,6 +18,11 @@ use std::sync::Arc;
 
 use super::block::{data_entry_len, index_entry_len, BlockBuilder, BlockKind, TableValue};
 
+/// Units an index block may fill (2 × 512 B: about 45 data blocks, ~1000 small
+/// entries per LST). Larger LSTs mean fewer StableStore index entries — DRAM — at the
+/// cost of a larger block to binary-search, which touches only a few of its lines.
+pub const INDEX_UNITS: usize = 2;
+
 /// A finished LST, not yet placed.
 #[derive(Debug)]
 pub struct BuiltLst {
@@ -63,7 +68,7 @@ impl LstBuilder {
             block_size,
             max_bytes,
             data: BlockBuilder::new(BlockKind::Data, block_size),
-            index: BlockBuilder::new(BlockKind::Index, block_size),
+            index: BlockBuilder::with_units(BlockKind::Index, block_size, INDEX_UNITS),
             bytes: Vec::new(),
             scratch: Vec::new(),
             block_first: Vec::new(),

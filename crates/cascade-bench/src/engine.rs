@@ -1,0 +1,126 @@
+//! The engines a benchmark can drive, behind one trait so CascadeKV and its peers run
+//! the same workload code in the same process, one after another.
+//!
+//! * `cascade` — CascadeKV as configured (all three stages).
+//! * `dram-index` — the upper bound FluidKV and FlatStore compare against: the same
+//!   concurrent DRAM index with the same thread-exclusive logs, but no stages: nothing
+//!   is ever flushed, every key stays indexed in DRAM.
+//! * `rocksdb` — RocksDB through the `rocksdb` crate, in the separate
+//!   `cascade-bench-rocksdb` crate (enable with `--features rocksdb` on `cascade`).
+//!
+//! Engines are `Send + Sync`; worker threads share one instance.
+
+use cascadekv::{Db, Durability, Options};
+
+/// Sizes an engine reports after a workload.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineStats {
+    /// Bytes on the fast tier (pool file / RocksDB directory on the fast device).
+    pub fast_tier_bytes: u64,
+    /// Bytes on the slow tier (none yet for CascadeKV).
+    pub slow_tier_bytes: u64,
+    /// Bytes written to storage / bytes written by users, if the engine knows.
+    pub write_amp: f64,
+    /// The engine's own estimate of its DRAM use (indexes, caches), if it has one.
+    pub engine_dram_bytes: u64,
+}
+
+/// Operations a workload needs.
+pub trait Engine: Send + Sync {
+    /// Short name used in reports.
+    fn name(&self) -> &str;
+    /// Sets a key.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    /// Reads a key.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    /// Deletes a key.
+    fn delete(&self, key: &[u8]) -> Result<(), String>;
+    /// Reads up to `n` pairs from the first key `>= start`; returns how many it read.
+    fn scan(&self, start: &[u8], n: usize) -> Result<usize, String>;
+    /// Moves buffered data to its final place (CascadeKV: flush + compact; RocksDB:
+    /// flush memtables + wait for compactions). Used by `settle`.
+    fn settle(&self) -> Result<(), String>;
+    /// Current sizes.
+    fn stats(&self) -> EngineStats;
+}
+
+/// CascadeKV behind the [`Engine`] trait.
+pub struct CascadeEngine {
+    name: String,
+    db: Db,
+    durability: Durability,
+}
+
+impl CascadeEngine {
+    /// Opens CascadeKV in `dir` with `opts`.
+    pub fn open(name: &str, dir: &std::path::Path, opts: Options) -> Result<Self, String> {
+        let durability = opts.durability;
+        let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
+        Ok(CascadeEngine {
+            name: name.to_string(),
+            db,
+            durability,
+        })
+    }
+
+    /// The `dram-index` peer: the same index and logs, stages switched off.
+    pub fn open_dram_index(dir: &std::path::Path, opts: Options) -> Result<Self, String> {
+        let opts = Options {
+            faststore_capacity: u64::MAX / 4,
+            background: false,
+            flush_when_read_only: false,
+            ..opts
+        };
+        Self::open("dram-index", dir, opts)
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Engine for CascadeEngine {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        self.db.put_with(key, value, self.durability).map_err(|e| e.to_string())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        self.db.get(key).map_err(|e| e.to_string())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<(), String> {
+        self.db.delete_with(key, self.durability).map_err(|e| e.to_string())
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> Result<usize, String> {
+        let mut count = 0;
+        for kv in self.db.iter(start.to_vec()..).map_err(|e| e.to_string())?.take(n) {
+            kv.map_err(|e| e.to_string())?;
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    fn settle(&self) -> Result<(), String> {
+        if self.db.options().background || self.name != "dram-index" {
+            self.db.flush_faststore().map_err(|e| e.to_string())?;
+            self.db.compact().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        let s = self.db.stats();
+        EngineStats {
+            fast_tier_bytes: s.pool_bytes_used,
+            slow_tier_bytes: 0,
+            write_amp: s.write_amplification,
+            engine_dram_bytes: s.dram_bytes(),
+        }
+    }
+}
