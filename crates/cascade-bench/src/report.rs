@@ -1,0 +1,98 @@
+//! What one (engine, workload) run measured, and how it is printed.
+//!
+//! [`Report`] serializes to the JSON object `cascade bench --json` writes (one per
+//! engine and workload) with at least: `engine, workload, threads, num, ops, seconds,
+//! ops_per_sec, latency_us{p50,p99,p999,max}, heap_bytes_peak, heap_bytes_end,
+//! rss_bytes, fast_tier_bytes, write_amp`.
+
+use serde::Serialize;
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// One engine × workload result.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// Engine name (`cascade`, `rocksdb`, `dram-index`).
+    pub engine: String,
+    /// Workload name (`load`, `a`…`f`, `fillrandom`, …).
+    pub workload: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Records loaded (key space).
+    pub num: u64,
+    /// Operations done.
+    pub ops: u64,
+    /// Wall time of the measured phase.
+    pub seconds: f64,
+    /// Throughput.
+    pub ops_per_sec: f64,
+    /// Latency of single operations (a scan counts as one operation).
+    pub latency_us: Latency,
+    /// Latency CDF points: (fraction 0..1, microseconds), for plots.
+    pub latency_cdf: Vec<(f64, f64)>,
+    /// Operations completed in each second of the run.
+    pub timeline: Vec<f64>,
+    /// Peak heap bytes (counting allocator, sampled) during the workload.
+    pub heap_bytes_peak: u64,
+    /// Heap bytes at the end.
+    pub heap_bytes_end: u64,
+    /// Resident set size at the end.
+    pub rss_bytes: u64,
+    /// Bytes on the fast tier.
+    pub fast_tier_bytes: u64,
+    /// Bytes on the slow tier.
+    pub slow_tier_bytes: u64,
+    /// Write amplification reported by the engine (0 if unknown).
+    pub write_amp: f64,
+    /// The engine's own DRAM estimate (0 if unknown).
+    pub engine_dram_bytes: u64,
+    /// Reads that found their key (read workloads).
+    pub found: u64,
+    /// Operations that failed (should be 0; printed when not).
+    pub errors: u64,
+}
+
+/// A markdown table of `reports`, with a throughput ratio against the first engine
+/// that ran the same workload.
+pub fn table(reports: &[Report]) -> String {
+    let mut s = String::new();
+    s.push_str("| engine | workload | threads | ops | Mops/s | vs first | p50 µs | p99 µs | p99.9 µs | max µs | heap peak MB | heap end MB | RSS MB | fast tier MB | WA |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mb = |b: u64| b as f64 / 1e6;
+    for r in reports {
+        let first = reports.iter().find(|x| x.workload == r.workload).map_or(r.ops_per_sec, |x| x.ops_per_sec);
+        let ratio = if first > 0.0 { r.ops_per_sec / first } else { 0.0 };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
+            r.engine,
+            r.workload,
+            r.threads,
+            r.ops,
+            r.ops_per_sec / 1e6,
+            ratio,
+            r.latency_us.p50,
+            r.latency_us.p99,
+            r.latency_us.p999,
+            r.latency_us.max,
+            mb(r.heap_bytes_peak),
+            mb(r.heap_bytes_end),
+            mb(r.rss_bytes),
+            mb(r.fast_tier_bytes),
+            r.write_amp
+        ));
+    }
+    s
+}
