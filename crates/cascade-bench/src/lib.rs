@@ -8,5 +8,7 @@
 //!   throughput, heap and pool bytes.
 
 pub mod alloc;
+pub mod engine;
 pub mod keys;
 pub mod micro;
+pub mod report;
