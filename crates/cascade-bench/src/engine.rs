@@ -35,8 +35,9 @@ pub trait Engine: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     /// Deletes a key.
     fn delete(&self, key: &[u8]) -> Result<(), String>;
-    /// Reads up to `n` pairs from the first key `>= start`; returns how many it read.
-    fn scan(&self, start: &[u8], n: usize) -> Result<usize, String>;
+    /// Reads up to `n` pairs from the first key `>= start`; returns how many it read
+    /// and leaves the last key read in `last` (unchanged if none).
+    fn scan(&self, start: &[u8], n: usize, last: &mut Vec<u8>) -> Result<usize, String>;
     /// Moves buffered data to its final place (CascadeKV: flush + compact; RocksDB:
     /// flush memtables + wait for compactions). Used by `settle`.
     fn settle(&self) -> Result<(), String>;
@@ -86,7 +87,9 @@ impl Engine for CascadeEngine {
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.db.put_with(key, value, self.durability).map_err(|e| e.to_string())
+        self.db
+            .put_with(key, value, self.durability)
+            .map_err(|e| e.to_string())
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
@@ -94,16 +97,21 @@ impl Engine for CascadeEngine {
     }
 
     fn delete(&self, key: &[u8]) -> Result<(), String> {
-        self.db.delete_with(key, self.durability).map_err(|e| e.to_string())
+        self.db
+            .delete_with(key, self.durability)
+            .map_err(|e| e.to_string())
     }
 
-    fn scan(&self, start: &[u8], n: usize) -> Result<usize, String> {
-        let mut count = 0;
-        for kv in self.db.iter(start.to_vec()..).map_err(|e| e.to_string())?.take(n) {
-            kv.map_err(|e| e.to_string())?;
-            count += 1;
+    fn scan(&self, start: &[u8], n: usize, last: &mut Vec<u8>) -> Result<usize, String> {
+        let pairs = self
+            .db
+            .scan(Some(start), None, n)
+            .map_err(|e| e.to_string())?;
+        if let Some((k, _)) = pairs.last() {
+            last.clear();
+            last.extend_from_slice(k);
         }
-        Ok(count)
+        Ok(pairs.len())
     }
 
     fn settle(&self) -> Result<(), String> {

@@ -9,6 +9,11 @@
 
 pub mod alloc;
 pub mod engine;
+pub mod gen;
 pub mod keys;
 pub mod micro;
+pub mod plot;
 pub mod report;
+pub mod runner;
+pub mod ycsb;
+pub mod ycsb_run;

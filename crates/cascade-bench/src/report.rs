@@ -63,6 +63,8 @@ pub struct Report {
     pub found: u64,
     /// Operations that failed (should be 0; printed when not).
     pub errors: u64,
+    /// Entries read by scans.
+    pub entries: u64,
 }
 
 /// A markdown table of `reports`, with a throughput ratio against the first engine
@@ -73,8 +75,15 @@ pub fn table(reports: &[Report]) -> String {
     s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mb = |b: u64| b as f64 / 1e6;
     for r in reports {
-        let first = reports.iter().find(|x| x.workload == r.workload).map_or(r.ops_per_sec, |x| x.ops_per_sec);
-        let ratio = if first > 0.0 { r.ops_per_sec / first } else { 0.0 };
+        let first = reports
+            .iter()
+            .find(|x| x.workload == r.workload)
+            .map_or(r.ops_per_sec, |x| x.ops_per_sec);
+        let ratio = if first > 0.0 {
+            r.ops_per_sec / first
+        } else {
+            0.0
+        };
         s.push_str(&format!(
             "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
             r.engine,

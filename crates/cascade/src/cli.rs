@@ -86,36 +86,54 @@ enum Cmd {
         store: StoreArgs,
     },
     /// Run benchmark workloads (see docs/benchmarks.md).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
 }
 
 #[derive(Debug, Args)]
 struct BenchArgs {
-    /// Comma-separated workloads: fillseq, fillrandom, overwrite, readrandom, settle
-    /// (flush everything and compact it into StableStore).
+    /// Engines, run one after another on the same settings: cascade, dram-index,
+    /// rocksdb (needs a build with `--features rocksdb`). Ratios are against the first.
+    #[arg(long, default_value = "cascade")]
+    engine: String,
+    /// Workloads in order. YCSB: load, a, b, c, d, e, f. Micro: fillseq, fillrandom,
+    /// overwrite, readrandom, readseq, readmissing, seekrandom, deleterandom. Also
+    /// settle (flush + compact everything).
     #[arg(long, default_value = "fillrandom,readrandom")]
     workloads: String,
-    /// Store directory (wiped first unless --reuse).
+    /// Base directory; each engine gets `<dir>/<engine>` (wiped first unless --reuse).
     #[arg(long, default_value = "/dev/shm/cascade-bench")]
     dir: PathBuf,
-    /// Keep the existing store and measure opening (recovery) it first.
+    /// Keep existing stores; for cascade, measure opening (recovery) first.
     #[arg(long)]
     reuse: bool,
-    /// Keys loaded.
+    /// Records loaded (the key space).
     #[arg(long, default_value_t = 1_000_000)]
     num: u64,
-    /// Operations for read/overwrite workloads (default: --num).
+    /// Operations per non-load workload (default: --num).
     #[arg(long)]
     ops: Option<u64>,
+    /// Seconds per non-load workload instead of --ops.
+    #[arg(long)]
+    duration: Option<f64>,
     /// Worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Key size in bytes (at least 8).
+    /// Key size in bytes for binary keys (at least 8).
     #[arg(long, default_value_t = 8)]
     key_size: usize,
-    /// Value size in bytes.
-    #[arg(long, default_value_t = 8)]
-    value_size: usize,
+    /// Value size in bytes, fixed ("100") or a range ("100-1000").
+    #[arg(long, default_value = "8")]
+    value_size: String,
+    /// Keys: binary (fixed width) or ycsb ("user" + hashed number). Default: ycsb when
+    /// a YCSB workload is run, else binary.
+    #[arg(long)]
+    key_mode: Option<String>,
+    /// YCSB request distribution override: zipfian, uniform, latest.
+    #[arg(long)]
+    distribution: Option<String>,
+    /// Entries per seekrandom / readseq batch.
+    #[arg(long, default_value_t = 100)]
+    scan_len: usize,
     /// buffered or sync.
     #[arg(long, default_value = "buffered")]
     durability: String,
@@ -125,70 +143,203 @@ struct BenchArgs {
     /// Pool size (e.g. 8G).
     #[arg(long, default_value = "8G", value_parser = parse_size)]
     pool_size: u64,
-    /// FastStore capacity before a switch (e.g. 1G).
-    #[arg(long, default_value = "4G", value_parser = parse_size)]
+    /// FastStore capacity before a switch (e.g. 64M).
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
     faststore_capacity: u64,
-    /// After the workloads, SIGKILL this process (to measure recovery with --reuse).
-    #[arg(long)]
-    kill_at_end: bool,
-    /// Keep data in the FastStore under read-only load (no flush of a partly full
-    /// FastStore), to measure FastStore reads.
+    /// Keep data in the FastStore under read-only load (measure FastStore reads).
     #[arg(long)]
     keep_faststore: bool,
     /// LST block size in bytes.
     #[arg(long, default_value_t = 512)]
     block_size: usize,
+    /// RocksDB block cache (default: the DRAM the cascade engine reported, else 64M).
+    #[arg(long, value_parser = parse_size)]
+    block_cache: Option<u64>,
+    /// Write every report as JSON (an array of objects) to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write PNG charts (throughput, latency CDF, timeline) into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    quiet: bool,
+    /// After the workloads, SIGKILL this process (to measure recovery with --reuse).
+    #[arg(long)]
+    kill_at_end: bool,
+}
+
+fn parse_range(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--value-size {s:?}: use a size like 100 or a range like 100-1000");
+    match s.split_once('-') {
+        Some((a, b)) => {
+            let (a, b) = (
+                a.trim().parse().map_err(|_| bad())?,
+                b.trim().parse().map_err(|_| bad())?,
+            );
+            if a > b {
+                return Err(bad());
+            }
+            Ok((a, b))
+        }
+        None => {
+            let v = s.trim().parse().map_err(|_| bad())?;
+            Ok((v, v))
+        }
+    }
+}
+
+fn open_engine(
+    name: &str,
+    dir: &std::path::Path,
+    opts: &Options,
+    block_cache: u64,
+) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
+    use cascade_bench::engine::CascadeEngine;
+    match name {
+        "cascade" => Ok(Box::new(CascadeEngine::open("cascade", dir, opts.clone())?)),
+        "dram-index" => Ok(Box::new(CascadeEngine::open_dram_index(dir, opts.clone())?)),
+        "rocksdb" => open_rocksdb(dir, opts.durability == Durability::Sync, block_cache),
+        other => Err(format!(
+            "unknown engine {other:?} (cascade, dram-index, rocksdb)"
+        )),
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn open_rocksdb(
+    dir: &std::path::Path,
+    sync: bool,
+    block_cache: u64,
+) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
+    Ok(Box::new(cascade_bench_rocksdb::open(
+        dir,
+        sync,
+        block_cache as usize,
+    )?))
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn open_rocksdb(
+    _: &std::path::Path,
+    _: bool,
+    _: u64,
+) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
+    Err("this cascade was built without RocksDB: cargo build --release -p cascade --features rocksdb".into())
 }
 
 fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
-    use cascade_bench::micro;
+    use cascade_bench::{micro, report, ycsb_run};
+    let inval = cascadekv::Error::invalid;
     let durability = match a.durability.as_str() {
         "buffered" => Durability::Buffered,
         "sync" => Durability::Sync,
         other => {
-            return Err(cascadekv::Error::invalid(format!(
+            return Err(inval(format!(
                 "--durability {other:?}: use buffered or sync"
             )))
         }
     };
-    if !a.reuse {
-        let _ = std::fs::remove_dir_all(&a.dir);
-    }
-    let cfg = micro::Config {
-        dir: a.dir.clone(),
-        num: a.num,
-        ops: a.ops,
-        threads: a.threads,
-        key_size: a.key_size.max(8),
-        value_size: a.value_size,
-        durability,
-        seed: a.seed,
-        options: Options {
-            pool_size: a.pool_size,
-            faststore_capacity: a.faststore_capacity,
-            flush_when_read_only: !a.keep_faststore,
-            block_size: a.block_size,
-            ..Options::default()
-        },
-    };
-    let mut reports = Vec::new();
-    let db = if a.reuse {
-        let (db, r) = micro::recover(&cfg).map_err(cascadekv::Error::invalid)?;
-        reports.push(r);
-        db
-    } else {
-        Db::open(&cfg.dir, cfg.options.clone())?
-    };
-    for w in a
+    let workloads: Vec<String> = a
         .workloads
         .split(',')
-        .map(str::trim)
+        .map(|w| w.trim().to_string())
         .filter(|w| !w.is_empty())
-    {
-        eprintln!("running {w} ...");
-        reports.push(micro::run(&db, &cfg, w).map_err(cascadekv::Error::invalid)?);
+        .collect();
+    for w in &workloads {
+        if !micro::is_micro(w) && !ycsb_run::is_ycsb(w) {
+            return Err(inval(format!("unknown workload {w:?}")));
+        }
     }
-    println!("{}", micro::table(&cfg, &reports));
+    let any_ycsb = workloads.iter().any(|w| ycsb_run::is_ycsb(w));
+    let ycsb_keys = match a.key_mode.as_deref() {
+        Some("ycsb") => true,
+        Some("binary") => false,
+        Some(other) => return Err(inval(format!("--key-mode {other:?}: use binary or ycsb"))),
+        None => any_ycsb,
+    };
+    let cfg = micro::BenchConfig {
+        num: a.num,
+        ops: a.ops,
+        duration: a.duration.map(std::time::Duration::from_secs_f64),
+        threads: a.threads,
+        key_size: a.key_size.max(8),
+        value_size: parse_range(&a.value_size).map_err(inval)?,
+        seed: a.seed,
+        scan_len: a.scan_len.max(1),
+        ycsb_keys,
+        distribution: a.distribution.clone(),
+        progress: !a.quiet,
+    };
+    let opts = Options {
+        pool_size: a.pool_size,
+        faststore_capacity: a.faststore_capacity,
+        flush_when_read_only: !a.keep_faststore,
+        block_size: a.block_size,
+        durability,
+        ..Options::default()
+    };
+    let mut reports: Vec<report::Report> = Vec::new();
+    for name in a.engine.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let dir = a.dir.join(name);
+        if !a.reuse {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| cascadekv::Error::io(format!("creating {}", dir.display()), e))?;
+        let cache = a.block_cache.unwrap_or_else(|| {
+            reports
+                .iter()
+                .find(|r| r.engine == "cascade")
+                .map_or(64 << 20, |r| r.engine_dram_bytes.max(8 << 20))
+        });
+        let started = std::time::Instant::now();
+        let engine = open_engine(name, &dir, &opts, cache).map_err(inval)?;
+        if a.reuse {
+            let st = engine.stats();
+            reports.push(report::Report {
+                engine: name.to_string(),
+                workload: "open".into(),
+                threads: 1,
+                num: a.num,
+                seconds: started.elapsed().as_secs_f64(),
+                heap_bytes_peak: cascade_bench::alloc::peak_heap_bytes() as u64,
+                heap_bytes_end: cascade_bench::alloc::heap_bytes() as u64,
+                rss_bytes: micro::rss_bytes(),
+                fast_tier_bytes: st.fast_tier_bytes,
+                engine_dram_bytes: st.engine_dram_bytes,
+                write_amp: st.write_amp,
+                ..report::Report::default()
+            });
+        }
+        for w in &workloads {
+            let r = if ycsb_run::is_ycsb(w) {
+                ycsb_run::run(engine.as_ref(), w, &cfg)
+            } else {
+                micro::run(engine.as_ref(), w, &cfg)
+            }
+            .map_err(inval)?;
+            if r.errors > 0 {
+                eprintln!("  {name} {w}: {} operations failed", r.errors);
+            }
+            reports.push(r);
+        }
+        drop(engine);
+    }
+    println!("{}", report::table(&reports));
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&reports).map_err(|e| inval(e.to_string()))?;
+        std::fs::write(path, text)
+            .map_err(|e| cascadekv::Error::io(format!("writing {}", path.display()), e))?;
+    }
+    if let Some(dir) = &a.plot {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| cascadekv::Error::io(format!("creating {}", dir.display()), e))?;
+        let files = cascade_bench::plot::write_plots(&reports, dir).map_err(inval)?;
+        for f in files {
+            eprintln!("  wrote {}", f.display());
+        }
+    }
     if a.kill_at_end {
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
@@ -198,7 +349,6 @@ fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
             .status();
         std::thread::sleep(std::time::Duration::from_secs(10));
     }
-    db.close()?;
     Ok(0)
 }
 
@@ -241,7 +391,7 @@ fn printable(b: &[u8]) -> String {
 
 fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
     if let Cmd::Bench(a) = cmd {
-        return bench(a);
+        return bench(*a);
     }
     let out = std::io::stdout();
     let mut out = out.lock();

@@ -26,6 +26,8 @@ pub struct DbIter<'a> {
     hi: Bound<Vec<u8>>,
     buf: VecDeque<(Vec<u8>, Vec<u8>)>,
     done: bool,
+    /// Entries fetched per stage per refill.
+    batch: usize,
 }
 
 impl std::fmt::Debug for DbIter<'_> {
@@ -59,6 +61,7 @@ impl Db {
             hi,
             buf: VecDeque::new(),
             done: false,
+            batch: BATCH,
         })
     }
 
@@ -71,7 +74,10 @@ impl Db {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let lo = start.map_or(Bound::Unbounded, |s| Bound::Included(s.to_vec()));
         let hi = end.map_or(Bound::Unbounded, |e| Bound::Excluded(e.to_vec()));
-        self.iter_bounds(lo, hi)?.take(limit).collect()
+        let mut it = self.iter_bounds(lo, hi)?;
+        // A short scan needs only a short first batch from each stage.
+        it.batch = limit.clamp(1, BATCH);
+        it.take(limit).collect()
     }
 }
 
@@ -79,15 +85,17 @@ impl DbIter<'_> {
     fn refill(&mut self) -> Result<()> {
         let lo = as_ref(&self.lo);
         let hi = as_ref(&self.hi);
-        let mut merged: BTreeMap<Box<[u8]>, Val> = BTreeMap::new();
         let mut cutoff: Option<Box<[u8]>> = None;
-        // Newest stage first: a key already decided by a newer stage is kept.
+        // One sorted run per stage, newest stage first.
+        let mut runs: Vec<Vec<(Box<[u8]>, Val)>> = Vec::new();
         for fs in self.stages.fast() {
             let mut out = Vec::new();
-            let last = fs.index().collect_range(lo, hi, self.snap, BATCH, &mut out);
+            let last = fs
+                .index()
+                .collect_range(lo, hi, self.snap, self.batch, &mut out);
             lower(&mut cutoff, last);
-            for (k, v) in out {
-                merged.entry(k).or_insert(v.val);
+            if !out.is_empty() {
+                runs.push(out.into_iter().map(|(k, v)| (k, v.val)).collect());
             }
         }
         let tables = self
@@ -98,20 +106,35 @@ impl DbIter<'_> {
             .chain(std::iter::once(&*self.stages.stable));
         for set in tables {
             let mut out = Vec::new();
-            let last = set.collect_range(lo, hi, BATCH, &mut out)?;
+            let last = set.collect_range(lo, hi, self.batch, &mut out)?;
             lower(&mut cutoff, last);
-            for (k, v) in out {
-                merged.entry(k).or_insert(v);
+            if !out.is_empty() {
+                runs.push(out);
             }
         }
+        let merged: Vec<(Box<[u8]>, Val)> = if runs.len() <= 1 {
+            // One stage has data in this range: it is already sorted and unique.
+            runs.pop().unwrap_or_default()
+        } else {
+            // A key already decided by a newer stage is kept.
+            let mut m: BTreeMap<Box<[u8]>, Val> = BTreeMap::new();
+            for run in runs {
+                for (k, v) in run {
+                    m.entry(k).or_insert(v);
+                }
+            }
+            m.into_iter().collect()
+        };
         if let Some(c) = &cutoff {
-            merged.retain(|k, _| k <= c);
             self.lo = Bound::Excluded(c.to_vec());
         } else {
             self.done = true;
         }
         for (k, v) in merged {
-            if let Some(val) = self.db.resolve(&k, &v)? {
+            if cutoff.as_ref().is_some_and(|c| k > *c) {
+                break;
+            }
+            if let Some(val) = self.db.resolve_owned(&k, v)? {
                 self.buf.push_back((k.into_vec(), val));
             }
         }

@@ -452,6 +452,15 @@ impl Db {
         }
     }
 
+    /// Like [`Db::resolve`], consuming the value (an inline heap value moves instead
+    /// of being copied).
+    pub(crate) fn resolve_owned(&self, key: &[u8], val: Val) -> Result<Option<Vec<u8>>> {
+        match val {
+            Val::Heap(b) => Ok(Some(b.into_vec())),
+            other => self.resolve(key, &other),
+        }
+    }
+
     /// Persists every log record written so far (all threads). After it returns,
     /// all earlier `Buffered` writes survive power loss.
     pub fn flush(&self) -> Result<()> {

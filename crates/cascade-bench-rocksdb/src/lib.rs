@@ -1,0 +1,33 @@
+//! RocksDB as a peer engine for `cascade bench`, behind
+//! [`cascade_bench::engine::Engine`], so the same workload code drives CascadeKV and
+//! RocksDB in the same process.
+//!
+//! Everything here needs this crate's `rocksdb` feature, which builds RocksDB from
+//! C++ source (about 20 minutes on 2 cores, needs clang/libclang for bindgen). It is
+//! off by default so the workspace build and CI never compile it; build the binary
+//! with `cargo build --release -p cascade --features rocksdb`. Without the feature
+//! the crate is empty.
+//!
+//! Configuration ([`open`]), chosen to be a fair peer, not a tuned one:
+//!
+//! * WAL on; every write uses `WriteOptions::set_sync(sync)` (`sync` for
+//!   `--durability sync`, otherwise the WAL is written but not fsynced).
+//! * Block-based tables with a 10 bits/key bloom filter (full filters) and an LRU
+//!   block cache of `block_cache_bytes` (the caller passes the DRAM CascadeKV uses).
+//!   Index and filter blocks stay outside the block cache (RocksDB's default); they
+//!   are counted in `engine_dram_bytes` instead.
+//! * No compression at any level: the fair setting for 8-byte values, and the
+//!   compression libraries are not even compiled in.
+//! * `increase_parallelism(2)`, `set_max_background_jobs(2)`, `create_if_missing`;
+//!   everything else is RocksDB 11.8's default (64 MiB memtables, leveled compaction).
+//! * Statistics on at `ExceptHistogramOrTimers` (tickers only, per-core counters) to
+//!   report write amplification.
+
+#![deny(clippy::unwrap_used)]
+#![deny(missing_docs)]
+
+#[cfg(feature = "rocksdb")]
+mod engine;
+
+#[cfg(feature = "rocksdb")]
+pub use engine::{open, RocksEngine};
