@@ -10,6 +10,10 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# The benchmark plots render text with DejaVu Sans (Debian's fonts-dejavu-core).
+if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq fonts-dejavu-core) >/dev/null 2>&1 || true
+fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
