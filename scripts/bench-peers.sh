@@ -35,7 +35,7 @@ run micro-8b --engine $E --dir $SHM --num $N4 --threads 2 --key-size 8 --value-s
   --faststore-capacity 64M --workloads fillrandom,readrandom,overwrite
 run ycsb-1kb --engine $E --dir $SHM --num $N1 --ops $N1 --threads 2 --value-size 1000 \
   --faststore-capacity 256M --workloads load,a,b,c,d,e,f
-run ycsb-1kb-sync-disk --engine $E --dir "$DISK" --num $((N1 / 10)) --duration 10 --threads 2 \
+run ycsb-1kb-sync-disk --engine $E --dir "$DISK" --num $((N1 / 50)) --duration 10 --threads 2 \
   --value-size 1000 --durability sync --faststore-capacity 256M --workloads load,a,c
 rm -rf "$SHM" "$DISK"
 python3 - "$DATE" "$MD" <<'PY'
