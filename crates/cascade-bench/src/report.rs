@@ -105,3 +105,60 @@ pub fn table(reports: &[Report]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_has_every_documented_field() {
+        let r = Report {
+            engine: "cascade".into(),
+            workload: "a".into(),
+            threads: 2,
+            num: 10,
+            ops: 20,
+            seconds: 1.5,
+            ops_per_sec: 13.3,
+            ..Report::default()
+        };
+        let v: serde_json::Value = serde_json::to_value([&r]).expect("serializes");
+        let obj = v[0].as_object().expect("an object per report");
+        for f in [
+            "engine",
+            "workload",
+            "threads",
+            "num",
+            "ops",
+            "seconds",
+            "ops_per_sec",
+            "latency_us",
+            "heap_bytes_peak",
+            "heap_bytes_end",
+            "rss_bytes",
+            "fast_tier_bytes",
+            "write_amp",
+        ] {
+            assert!(obj.contains_key(f), "missing field {f}");
+        }
+        let lat = obj["latency_us"].as_object().expect("latency object");
+        for f in ["p50", "p99", "p999", "max"] {
+            assert!(lat.contains_key(f), "missing latency field {f}");
+        }
+        assert_eq!(obj["engine"], "cascade");
+        assert_eq!(obj["ops"], 20);
+    }
+
+    #[test]
+    fn table_reports_ratios_against_the_first_engine() {
+        let mk = |e: &str, ops: f64| Report {
+            engine: e.into(),
+            workload: "c".into(),
+            ops_per_sec: ops,
+            ..Report::default()
+        };
+        let t = table(&[mk("cascade", 2e6), mk("rocksdb", 5e5)]);
+        assert!(t.contains("| cascade | c |") && t.contains("1.00x"), "{t}");
+        assert!(t.contains("0.25x"), "{t}");
+    }
+}
