@@ -375,11 +375,6 @@ impl TableWriter {
     }
 }
 
-/// Unit size of blocks as stored (helper for the manifest/recovery checks).
-pub fn block_units(b: &[u8]) -> Option<u8> {
-    units_of(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
