@@ -43,6 +43,8 @@ impl StoreArgs {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// Serve the store over the Redis protocol (RESP2) until SIGINT/SIGTERM/SHUTDOWN.
+    Serve(Box<ServeArgs>),
     /// Set KEY to VALUE.
     Put {
         /// Key.
@@ -87,6 +89,90 @@ enum Cmd {
     },
     /// Run benchmark workloads (see docs/benchmarks.md).
     Bench(Box<BenchArgs>),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Data directory (created if missing).
+    #[arg(long, default_value = "./cascade-data")]
+    dir: PathBuf,
+    /// Address to listen on (loopback by default; use 0.0.0.0 to expose).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// TCP port (0 picks a free one; the chosen address is printed).
+    #[arg(long, default_value_t = 6380)]
+    port: u16,
+    /// buffered: a write survives a crash of the server process at once and power
+    /// loss after the next periodic persist (--sync-interval-ms, like Redis
+    /// appendfsync everysec); sync: every write is persisted before its reply
+    /// (group commit per event-loop round, like appendfsync always).
+    #[arg(long, default_value = "buffered")]
+    durability: String,
+    /// With buffered durability, persist all logs every this many ms (0 = only at
+    /// shutdown and SAVE).
+    #[arg(long, default_value_t = 1000)]
+    sync_interval_ms: u64,
+    /// Worker threads (each owns an engine log). Default: the number of cores.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Serve Prometheus metrics on http://BIND:PORT/metrics.
+    #[arg(long)]
+    metrics_port: Option<u16>,
+    /// Require AUTH with this password.
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Close clients idle for this many seconds (0 = never).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
+    /// Most concurrent clients.
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: u64,
+    /// Fast-tier pool size used when creating the store (e.g. 4G).
+    #[arg(long, default_value = "4G", value_parser = parse_size)]
+    pool_size: u64,
+    /// FastStore capacity (DRAM index bytes) before it is flushed (e.g. 256M).
+    #[arg(long, default_value = "256M", value_parser = parse_size)]
+    faststore_capacity: u64,
+}
+
+fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
+    let sync = match a.durability.as_str() {
+        "buffered" => false,
+        "sync" => true,
+        other => {
+            return Err(cascadekv::Error::invalid(format!(
+                "--durability {other:?}: use buffered or sync"
+            )))
+        }
+    };
+    let defaults = cascade_server::ServerConfig::default();
+    let cfg = cascade_server::ServerConfig {
+        dir: a.dir,
+        bind: a.bind,
+        port: a.port,
+        sync,
+        sync_interval_ms: a.sync_interval_ms,
+        threads: a.threads.unwrap_or(defaults.threads).max(1),
+        metrics_port: a.metrics_port,
+        requirepass: a.requirepass,
+        timeout_secs: a.timeout,
+        maxclients: a.maxclients.max(1),
+        engine: Options {
+            pool_size: a.pool_size,
+            faststore_capacity: a.faststore_capacity,
+            ..Options::default()
+        },
+        heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
+    };
+    std::fs::create_dir_all(&cfg.dir)
+        .map_err(|e| cascadekv::Error::io(format!("creating {}", cfg.dir.display()), e))?;
+    match cascade_server::run(cfg) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(1)
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -390,9 +476,11 @@ fn printable(b: &[u8]) -> String {
 }
 
 fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
-    if let Cmd::Bench(a) = cmd {
-        return bench(*a);
-    }
+    let cmd = match cmd {
+        Cmd::Bench(a) => return bench(*a),
+        Cmd::Serve(a) => return serve(*a),
+        other => other,
+    };
     let out = std::io::stdout();
     let mut out = out.lock();
     let io = |e| cascadekv::Error::io("writing to stdout", e);
@@ -449,7 +537,7 @@ fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
                 writeln!(out, "{k}: {v}").map_err(io)?;
             }
         }
-        Cmd::Bench(_) => {}
+        Cmd::Bench(_) | Cmd::Serve(_) => {}
     }
     Ok(0)
 }

@@ -470,6 +470,27 @@ impl Db {
         self.sync_all_logs()
     }
 
+    /// Persists every log record the calling thread has written (its slot in each live
+    /// FastStore): group commit for a thread that made several `Buffered` writes and
+    /// wants them all durable with one flush + fence. Records of other threads that
+    /// share the slot are persisted too.
+    pub fn sync_thread(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let stages = self.inner.stages.load();
+        for fs in stages.fast() {
+            let mut slot = fs.my_slot();
+            if slot.writer.has_unsynced() {
+                if let Err(e) = slot.writer.sync() {
+                    self.inner.poison(&e);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn sync_all_logs(&self) -> Result<()> {
         let stages = self.inner.stages.load();
         for fs in stages.fast() {

@@ -1,0 +1,278 @@
+//! Server settings: fixed at start ([`ServerConfig`]) and changeable at run time with
+//! `CONFIG SET` ([`RuntimeConfig`], atomics read by every worker).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::{CmdError, CmdResult};
+use crate::resp::parse::{MAX_ARGS_DEFAULT, MAX_BULK_DEFAULT};
+
+/// How `cascade serve` was started.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Data directory.
+    pub dir: PathBuf,
+    /// Address to listen on.
+    pub bind: String,
+    /// Port (0: pick a free one; the chosen port is printed).
+    pub port: u16,
+    /// Persist every write before its reply (group commit per event-loop round).
+    pub sync: bool,
+    /// With buffered durability: persist all logs every this many ms (0 = never;
+    /// like Redis `appendfsync everysec` at 1000).
+    pub sync_interval_ms: u64,
+    /// Worker threads (each owns an engine log).
+    pub threads: usize,
+    /// Prometheus `/metrics` port.
+    pub metrics_port: Option<u16>,
+    /// `--requirepass`.
+    pub requirepass: Option<String>,
+    /// Close clients idle this many seconds (0 = never).
+    pub timeout_secs: u64,
+    /// Most concurrent clients.
+    pub maxclients: u64,
+    /// Engine options.
+    pub engine: cascadekv::Options,
+    /// Heap bytes in use (the binary's counting allocator), for INFO and metrics.
+    pub heap_bytes: fn() -> u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            dir: PathBuf::from("./cascade-data"),
+            bind: "127.0.0.1".into(),
+            port: 6380,
+            sync: false,
+            sync_interval_ms: 1000,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            metrics_port: None,
+            requirepass: None,
+            timeout_secs: 0,
+            maxclients: 10_000,
+            engine: cascadekv::Options::default(),
+            heap_bytes: || 0,
+        }
+    }
+}
+
+/// Settings `CONFIG SET` may change while the server runs.
+#[derive(Debug)]
+pub struct RuntimeConfig {
+    /// Password, if any.
+    pub requirepass: Mutex<Option<Vec<u8>>>,
+    /// Idle timeout in seconds (0 = none).
+    pub timeout_secs: AtomicU64,
+    /// Most clients.
+    pub maxclients: AtomicU64,
+    /// Group-commit every write before replying.
+    pub sync: AtomicBool,
+    /// Background persist interval in buffered mode (ms, 0 = never).
+    pub sync_interval_ms: AtomicU64,
+    /// Largest bulk string accepted (applies to new connections).
+    pub max_bulk: AtomicU64,
+    /// Most elements in a request (applies to new connections).
+    pub max_args: AtomicU64,
+    /// Most unparsed bytes buffered per client.
+    pub query_buffer_limit: AtomicU64,
+}
+
+impl RuntimeConfig {
+    /// From the start-up settings.
+    pub fn new(c: &ServerConfig) -> RuntimeConfig {
+        RuntimeConfig {
+            requirepass: Mutex::new(c.requirepass.clone().map(String::into_bytes)),
+            timeout_secs: AtomicU64::new(c.timeout_secs),
+            maxclients: AtomicU64::new(c.maxclients),
+            sync: AtomicBool::new(c.sync),
+            sync_interval_ms: AtomicU64::new(c.sync_interval_ms),
+            max_bulk: AtomicU64::new(MAX_BULK_DEFAULT as u64),
+            max_args: AtomicU64::new(MAX_ARGS_DEFAULT as u64),
+            query_buffer_limit: AtomicU64::new(1 << 30),
+        }
+    }
+
+    /// `appendfsync` as Redis names the mode.
+    pub fn appendfsync(&self) -> &'static str {
+        if self.sync.load(Ordering::Relaxed) {
+            "always"
+        } else if self.sync_interval_ms.load(Ordering::Relaxed) > 0 {
+            "everysec"
+        } else {
+            "no"
+        }
+    }
+
+    /// Every parameter and its value, in a stable order (CONFIG GET).
+    pub fn params(&self, fixed: &ServerConfig) -> Vec<(&'static str, String)> {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
+        vec![
+            ("bind", fixed.bind.clone()),
+            ("port", fixed.port.to_string()),
+            ("dir", fixed.dir.display().to_string()),
+            ("databases", "1".into()),
+            ("save", String::new()),
+            ("appendonly", "yes".into()),
+            ("appendfsync", self.appendfsync().into()),
+            (
+                "requirepass",
+                self.requirepass
+                    .lock()
+                    .as_ref()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .unwrap_or_default(),
+            ),
+            ("timeout", l(&self.timeout_secs)),
+            ("maxclients", l(&self.maxclients)),
+            ("proto-max-bulk-len", l(&self.max_bulk)),
+            ("client-query-buffer-limit", l(&self.query_buffer_limit)),
+            (
+                "cascade-durability",
+                if self.sync.load(Ordering::Relaxed) {
+                    "sync"
+                } else {
+                    "buffered"
+                }
+                .into(),
+            ),
+            ("cascade-sync-interval-ms", l(&self.sync_interval_ms)),
+            ("cascade-threads", fixed.threads.to_string()),
+            ("cascade-pool-size", fixed.engine.pool_size.to_string()),
+            (
+                "cascade-faststore-capacity",
+                fixed.engine.faststore_capacity.to_string(),
+            ),
+            (
+                "cascade-max-value-len",
+                fixed.engine.max_value_len.to_string(),
+            ),
+        ]
+    }
+
+    /// CONFIG SET one parameter.
+    pub fn set(&self, name: &str, value: &[u8]) -> CmdResult<()> {
+        let v = String::from_utf8_lossy(value).into_owned();
+        let invalid = |why: &str| {
+            CmdError::err(format!(
+                "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+            ))
+        };
+        let num = || -> CmdResult<u64> {
+            parse_mem(&v).ok_or_else(|| invalid("argument couldn't be parsed into an integer"))
+        };
+        match name {
+            "timeout" => self.timeout_secs.store(num()?, Ordering::Relaxed),
+            "maxclients" => self.maxclients.store(num()?.max(1), Ordering::Relaxed),
+            "proto-max-bulk-len" => {
+                let n = num()?;
+                if n < 1024 {
+                    return Err(invalid("argument must be a memory value of at least 1kb"));
+                }
+                self.max_bulk.store(n, Ordering::Relaxed)
+            }
+            "client-query-buffer-limit" => {
+                let n = num()?;
+                if n < 1024 * 1024 {
+                    return Err(invalid("argument must be a memory value of at least 1mb"));
+                }
+                self.query_buffer_limit.store(n, Ordering::Relaxed)
+            }
+            "requirepass" => {
+                *self.requirepass.lock() = (!value.is_empty()).then(|| value.to_vec());
+            }
+            "appendfsync" => match v.to_ascii_lowercase().as_str() {
+                "always" => self.sync.store(true, Ordering::Relaxed),
+                "everysec" => {
+                    self.sync.store(false, Ordering::Relaxed);
+                    self.sync_interval_ms.store(1000, Ordering::Relaxed);
+                }
+                "no" => {
+                    self.sync.store(false, Ordering::Relaxed);
+                    self.sync_interval_ms.store(0, Ordering::Relaxed);
+                }
+                _ => {
+                    return Err(invalid(
+                        "argument(s) must be one of the following: always, everysec, no",
+                    ))
+                }
+            },
+            "cascade-durability" => match v.to_ascii_lowercase().as_str() {
+                "sync" => self.sync.store(true, Ordering::Relaxed),
+                "buffered" => self.sync.store(false, Ordering::Relaxed),
+                _ => {
+                    return Err(invalid(
+                        "argument(s) must be one of the following: buffered, sync",
+                    ))
+                }
+            },
+            "cascade-sync-interval-ms" => self.sync_interval_ms.store(num()?, Ordering::Relaxed),
+            "bind"
+            | "port"
+            | "dir"
+            | "databases"
+            | "save"
+            | "appendonly"
+            | "cascade-threads"
+            | "cascade-pool-size"
+            | "cascade-faststore-capacity"
+            | "cascade-max-value-len" => return Err(invalid("can't set immutable config")),
+            _ => {
+                return Err(CmdError::err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                )))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses `123`, `64kb`, `512mb`, `1gb` (Redis memory units, 1024-based).
+pub fn parse_mem(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mul) = if let Some(n) = s.strip_suffix("gb") {
+        (n, 1u64 << 30)
+    } else if let Some(n) = s.strip_suffix("mb") {
+        (n, 1 << 20)
+    } else if let Some(n) = s.strip_suffix("kb") {
+        (n, 1 << 10)
+    } else if let Some(n) = s.strip_suffix('g') {
+        (n, 1_000_000_000)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 1_000_000)
+    } else if let Some(n) = s.strip_suffix('k') {
+        (n, 1000)
+    } else {
+        (s.as_str(), 1)
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_mem("10"), Some(10));
+        assert_eq!(parse_mem("64kb"), Some(65536));
+        assert_eq!(parse_mem("512mb"), Some(512 << 20));
+        assert_eq!(parse_mem("1gb"), Some(1 << 30));
+        assert_eq!(parse_mem("x"), None);
+    }
+
+    #[test]
+    fn set_and_get() {
+        let c = ServerConfig::default();
+        let r = RuntimeConfig::new(&c);
+        r.set("appendfsync", b"always").expect("set");
+        assert_eq!(r.appendfsync(), "always");
+        r.set("timeout", b"30").expect("set");
+        assert!(r.set("port", b"1").is_err());
+        assert!(r.set("nope", b"1").is_err());
+        assert!(r.set("proto-max-bulk-len", b"10").is_err());
+        let p = r.params(&c);
+        assert!(p.contains(&("timeout", "30".to_string())));
+    }
+}

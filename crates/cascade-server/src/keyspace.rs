@@ -1,0 +1,297 @@
+//! How Redis data types are laid out over the ordered engine.
+//!
+//! Every engine key starts with a namespace byte:
+//!
+//! | namespace | engine key                              | engine value                  |
+//! |-----------|-----------------------------------------|-------------------------------|
+//! | `0x01`    | `01 key`                                 | [`Meta`]: type, expiry, payload |
+//! | `0x02`    | `02 len(key) u32 BE, key, field`         | hash field value              |
+//! | `0x03`    | `03 len(key), key, member`               | zset score (f64 bits, LE)     |
+//! | `0x04`    | `04 len(key), key, sortable(score), member` | empty (score order index)  |
+//! | `0x05`    | `05 expire_at_ms u64 BE, key`            | empty (expiry queue)          |
+//!
+//! Invariants: a user key exists iff its `0x01` entry exists; the `0x01` entries are in
+//! user-key order, so `SCAN`, `KEYS` and `CASCADE.RANGE` are range scans of namespace
+//! 1; a hash or zset is one contiguous range of namespace 2 / 3 / 4 (the length prefix
+//! keeps `key` from being a prefix of another key's range); a key with an expiry has
+//! exactly one `0x05` entry, which the sweeper uses to find expired keys in time order.
+//! All entries of one command are written in one atomic engine batch.
+
+use crate::error::CmdError;
+
+/// Namespace of the per-key metadata (and string values).
+pub const NS_META: u8 = 0x01;
+/// Hash fields.
+pub const NS_HASH: u8 = 0x02;
+/// Zset member → score.
+pub const NS_ZMEMBER: u8 = 0x03;
+/// Zset score index.
+pub const NS_ZSCORE: u8 = 0x04;
+/// Expiry queue.
+pub const NS_EXPIRE: u8 = 0x05;
+
+/// A Redis data type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    /// Strings (and integers).
+    String,
+    /// Hashes.
+    Hash,
+    /// Sorted sets.
+    ZSet,
+}
+
+impl Type {
+    /// The name `TYPE` replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::String => "string",
+            Type::Hash => "hash",
+            Type::ZSet => "zset",
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            Type::String => 0,
+            Type::Hash => 1,
+            Type::ZSet => 2,
+        }
+    }
+
+    fn from_tag(t: u8) -> Option<Type> {
+        match t {
+            0 => Some(Type::String),
+            1 => Some(Type::Hash),
+            2 => Some(Type::ZSet),
+            _ => None,
+        }
+    }
+}
+
+const FLAG_EXPIRES: u8 = 1;
+
+/// The decoded `0x01` value: `type u8, flags u8, [expire_at_ms u64 LE], payload`.
+/// The payload is the string's bytes, or the element count (u64 LE) of a hash or zset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// The type.
+    pub ty: Type,
+    /// Absolute expiry in Unix milliseconds.
+    pub expire_at: Option<u64>,
+    /// String bytes, or the count encoded as u64 LE.
+    pub payload: Vec<u8>,
+}
+
+impl Meta {
+    /// A string value.
+    pub fn string(v: &[u8], expire_at: Option<u64>) -> Meta {
+        Meta {
+            ty: Type::String,
+            expire_at,
+            payload: v.to_vec(),
+        }
+    }
+
+    /// A hash or zset header with `count` elements.
+    pub fn collection(ty: Type, count: u64, expire_at: Option<u64>) -> Meta {
+        Meta {
+            ty,
+            expire_at,
+            payload: count.to_le_bytes().to_vec(),
+        }
+    }
+
+    /// The element count of a hash or zset.
+    pub fn count(&self) -> u64 {
+        let mut b = [0u8; 8];
+        let n = self.payload.len().min(8);
+        b[..n].copy_from_slice(&self.payload[..n]);
+        u64::from_le_bytes(b)
+    }
+
+    /// True when the key has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire_at.is_some_and(|t| t <= now_ms)
+    }
+
+    /// Encodes for the engine.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(10 + self.payload.len());
+        encode_meta_into(&mut out, self.ty, self.expire_at, &self.payload);
+        out
+    }
+
+    /// Decodes an engine value; a malformed one is corruption.
+    pub fn decode(b: &[u8]) -> Result<Meta, CmdError> {
+        let bad = || CmdError::Engine("ERR corrupt value header in the store".into());
+        let (&tag, rest) = b.split_first().ok_or_else(bad)?;
+        let ty = Type::from_tag(tag).ok_or_else(bad)?;
+        let (&flags, rest) = rest.split_first().ok_or_else(bad)?;
+        let (expire_at, rest) = if flags & FLAG_EXPIRES != 0 {
+            let t: [u8; 8] = rest
+                .get(..8)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?;
+            (Some(u64::from_le_bytes(t)), &rest[8..])
+        } else {
+            (None, rest)
+        };
+        if ty != Type::String && rest.len() != 8 {
+            return Err(bad());
+        }
+        Ok(Meta {
+            ty,
+            expire_at,
+            payload: rest.to_vec(),
+        })
+    }
+}
+
+/// Appends an encoded meta value to `out` (no intermediate `Meta`).
+pub fn encode_meta_into(out: &mut Vec<u8>, ty: Type, expire_at: Option<u64>, payload: &[u8]) {
+    out.push(ty.tag());
+    match expire_at {
+        Some(t) => {
+            out.push(FLAG_EXPIRES);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        None => out.push(0),
+    }
+    out.extend_from_slice(payload);
+}
+
+/// The `0x01` engine key of `key`.
+pub fn meta_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + key.len());
+    k.push(NS_META);
+    k.extend_from_slice(key);
+    k
+}
+
+/// The prefix of all entries of `key` in namespace `ns` (2, 3 or 4).
+pub fn sub_prefix(ns: u8, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(5 + key.len() + 16);
+    k.push(ns);
+    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// `prefix + suffix`.
+pub fn sub_key(ns: u8, key: &[u8], suffix: &[u8]) -> Vec<u8> {
+    let mut k = sub_prefix(ns, key);
+    k.extend_from_slice(suffix);
+    k
+}
+
+/// The smallest key greater than every key starting with `prefix` (`None`: no bound).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut p = prefix.to_vec();
+    while let Some(last) = p.pop() {
+        if last < 0xff {
+            p.push(last + 1);
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Score bits that sort like the scores (memcmp order == numeric order).
+pub fn sortable_score(score: f64) -> [u8; 8] {
+    let score = if score == 0.0 { 0.0 } else { score }; // -0 sorts as +0
+    let bits = score.to_bits();
+    let s = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits ^ (1 << 63)
+    };
+    s.to_be_bytes()
+}
+
+/// Inverse of [`sortable_score`].
+pub fn unsortable_score(b: [u8; 8]) -> f64 {
+    let s = u64::from_be_bytes(b);
+    let bits = if s >> 63 == 1 { s ^ (1 << 63) } else { !s };
+    f64::from_bits(bits)
+}
+
+/// The expiry-queue key of `key` expiring at `at_ms`.
+pub fn expire_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + key.len());
+    k.push(NS_EXPIRE);
+    k.extend_from_slice(&at_ms.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// Splits an expiry-queue key into (time, user key).
+pub fn parse_expire_key(k: &[u8]) -> Option<(u64, &[u8])> {
+    if k.first() != Some(&NS_EXPIRE) || k.len() < 9 {
+        return None;
+    }
+    let t: [u8; 8] = k[1..9].try_into().ok()?;
+    Some((u64::from_be_bytes(t), &k[9..]))
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_roundtrip() {
+        for m in [
+            Meta::string(b"hello", None),
+            Meta::string(b"", Some(123)),
+            Meta::collection(Type::Hash, 7, None),
+            Meta::collection(Type::ZSet, 1 << 40, Some(u64::MAX)),
+        ] {
+            assert_eq!(Meta::decode(&m.encode()).expect("decodes"), m);
+        }
+        assert!(Meta::decode(b"").is_err());
+        assert!(Meta::decode(&[9, 0]).is_err());
+        assert!(Meta::decode(&[1, 0, 1, 2]).is_err());
+        assert!(Meta::decode(&[0, 1, 1]).is_err());
+    }
+
+    #[test]
+    fn scores_sort() {
+        let mut v = [
+            -f64::INFINITY,
+            -1e300,
+            -2.5,
+            -0.0,
+            0.0,
+            1e-300,
+            3.0,
+            1e300,
+            f64::INFINITY,
+        ];
+        let enc: Vec<[u8; 8]> = v.iter().map(|s| sortable_score(*s)).collect();
+        let mut sorted = enc.clone();
+        sorted.sort();
+        assert_eq!(enc, sorted);
+        for s in &mut v {
+            let back = unsortable_score(sortable_score(*s));
+            assert_eq!(back, if *s == 0.0 { 0.0 } else { *s });
+        }
+    }
+
+    #[test]
+    fn prefixes_do_not_overlap() {
+        // "a" and "ab": the length prefix separates their field ranges.
+        let a = sub_prefix(NS_HASH, b"a");
+        let ab_field = sub_key(NS_HASH, b"ab", b"x");
+        assert!(!ab_field.starts_with(&a));
+        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff]), None);
+    }
+}

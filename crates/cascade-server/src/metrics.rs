@@ -1,0 +1,243 @@
+//! Server metrics: per-command counts, errors and latency histograms, connections,
+//! bytes, group commits; rendered as Prometheus text (`/metrics`) and read by `INFO`.
+//!
+//! Each worker thread owns one [`WorkerStats`] and is its only writer (relaxed
+//! atomics, no shared cache lines between workers); readers sum over workers. Command
+//! latency is measured from the start to the end of the command's execution on the
+//! worker (queueing and network time are not included).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Histogram bucket upper bounds in microseconds (Prometheus `le`).
+pub const BOUNDS_US: [u64; 16] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    1_000_000, 10_000_000,
+];
+
+/// Counters of one command on one worker.
+#[derive(Debug, Default)]
+pub struct CmdCounters {
+    /// Calls.
+    pub calls: AtomicU64,
+    /// Calls that replied with an error.
+    pub errors: AtomicU64,
+    /// Total execution time in microseconds.
+    pub usec: AtomicU64,
+    /// Calls per latency bucket (the last one is +Inf).
+    pub buckets: [AtomicU64; BOUNDS_US.len() + 1],
+}
+
+/// Everything one worker counts.
+#[derive(Debug)]
+pub struct WorkerStats {
+    /// Per command (index into the command table).
+    pub cmds: Box<[CmdCounters]>,
+    /// Unknown commands.
+    pub unknown: AtomicU64,
+    /// Bytes read from clients.
+    pub bytes_in: AtomicU64,
+    /// Bytes written to clients.
+    pub bytes_out: AtomicU64,
+    /// Group commits (one persist of this worker's log for a round of writes).
+    pub group_commits: AtomicU64,
+    /// Protocol errors (connection closed).
+    pub protocol_errors: AtomicU64,
+}
+
+impl WorkerStats {
+    /// Counters for `n` commands.
+    pub fn new(n: usize) -> WorkerStats {
+        WorkerStats {
+            cmds: (0..n).map(|_| CmdCounters::default()).collect(),
+            unknown: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            group_commits: AtomicU64::new(0),
+            protocol_errors: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one command.
+    pub fn record(&self, cmd: Option<usize>, failed: bool, took: Duration) {
+        let Some(c) = cmd.and_then(|i| self.cmds.get(i)) else {
+            self.unknown.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let us = took.as_micros() as u64;
+        c.calls.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            c.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        c.usec.fetch_add(us, Ordering::Relaxed);
+        let b = BOUNDS_US
+            .iter()
+            .position(|&b| us <= b)
+            .unwrap_or(BOUNDS_US.len());
+        c.buckets[b].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Server-wide metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// One per worker.
+    pub workers: Vec<Arc<WorkerStats>>,
+    /// Connected clients.
+    pub connected: AtomicI64,
+    /// Connections accepted since start.
+    pub total_connections: AtomicU64,
+    /// Connections refused (maxclients).
+    pub rejected: AtomicU64,
+    /// Clients closed for idleness.
+    pub timed_out: AtomicU64,
+}
+
+/// One command's totals over all workers.
+#[derive(Debug, Default, Clone)]
+pub struct CmdTotals {
+    /// Calls.
+    pub calls: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Microseconds.
+    pub usec: u64,
+    /// Bucket counts (non-cumulative).
+    pub buckets: Vec<u64>,
+}
+
+impl Metrics {
+    /// Sum over workers of a per-worker counter.
+    pub fn sum(&self, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| f(w).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Totals of command `i`.
+    pub fn cmd(&self, i: usize) -> CmdTotals {
+        let mut t = CmdTotals {
+            buckets: vec![0; BOUNDS_US.len() + 1],
+            ..CmdTotals::default()
+        };
+        for w in &self.workers {
+            if let Some(c) = w.cmds.get(i) {
+                t.calls += c.calls.load(Ordering::Relaxed);
+                t.errors += c.errors.load(Ordering::Relaxed);
+                t.usec += c.usec.load(Ordering::Relaxed);
+                for (d, s) in t.buckets.iter_mut().zip(c.buckets.iter()) {
+                    *d += s.load(Ordering::Relaxed);
+                }
+            }
+        }
+        t
+    }
+
+    /// Commands processed in total.
+    pub fn total_commands(&self, n: usize) -> u64 {
+        (0..n).map(|i| self.cmd(i).calls).sum::<u64>() + self.sum(|w| &w.unknown)
+    }
+
+    /// Zeroes the command counters (CONFIG RESETSTAT).
+    pub fn reset(&self) {
+        for w in &self.workers {
+            for c in w.cmds.iter() {
+                c.calls.store(0, Ordering::Relaxed);
+                c.errors.store(0, Ordering::Relaxed);
+                c.usec.store(0, Ordering::Relaxed);
+                for b in &c.buckets {
+                    b.store(0, Ordering::Relaxed);
+                }
+            }
+            w.unknown.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Builds Prometheus text exposition.
+#[derive(Debug, Default)]
+pub struct Prom {
+    out: String,
+}
+
+impl Prom {
+    /// Starts a metric family.
+    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    /// One sample; `labels` like `cmd="get"` (may be empty).
+    pub fn sample(&mut self, name: &str, labels: &str, v: impl std::fmt::Display) {
+        if labels.is_empty() {
+            let _ = writeln!(self.out, "{name} {v}");
+        } else {
+            let _ = writeln!(self.out, "{name}{{{labels}}} {v}");
+        }
+    }
+
+    /// A family with one unlabelled sample.
+    pub fn single(&mut self, name: &str, kind: &str, help: &str, v: impl std::fmt::Display) {
+        self.family(name, kind, help);
+        self.sample(name, "", v);
+    }
+
+    /// A histogram of one command (`buckets` non-cumulative, per [`BOUNDS_US`]).
+    pub fn histogram(&mut self, name: &str, labels: &str, t: &CmdTotals) {
+        let mut cum = 0;
+        for (i, b) in BOUNDS_US.iter().enumerate() {
+            cum += t.buckets.get(i).copied().unwrap_or(0);
+            let le = *b as f64 / 1e6;
+            self.sample(
+                &format!("{name}_bucket"),
+                &format!("{labels},le=\"{le}\""),
+                cum,
+            );
+        }
+        self.sample(
+            &format!("{name}_bucket"),
+            &format!("{labels},le=\"+Inf\""),
+            t.calls,
+        );
+        self.sample(&format!("{name}_sum"), labels, t.usec as f64 / 1e6);
+        self.sample(&format!("{name}_count"), labels, t.calls);
+    }
+
+    /// The text.
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_into_buckets() {
+        let w = WorkerStats::new(2);
+        w.record(Some(1), false, Duration::from_micros(7));
+        w.record(Some(1), true, Duration::from_micros(300));
+        w.record(Some(1), false, Duration::from_secs(20));
+        w.record(None, true, Duration::ZERO);
+        let m = Metrics {
+            workers: vec![Arc::new(w)],
+            ..Metrics::default()
+        };
+        let t = m.cmd(1);
+        assert_eq!((t.calls, t.errors), (3, 1));
+        assert_eq!(t.buckets[0], 1);
+        assert_eq!(t.buckets[5], 1);
+        assert_eq!(t.buckets[BOUNDS_US.len()], 1);
+        assert_eq!(m.total_commands(2), 4);
+        let mut p = Prom::default();
+        p.histogram("lat", "cmd=\"x\"", &t);
+        let s = p.finish();
+        assert!(s.contains("lat_bucket{cmd=\"x\",le=\"0.00001\"} 1"), "{s}");
+        assert!(s.contains("lat_bucket{cmd=\"x\",le=\"+Inf\"} 3"));
+        assert!(s.contains("lat_count{cmd=\"x\"} 3"));
+    }
+}

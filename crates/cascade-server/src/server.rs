@@ -1,0 +1,399 @@
+//! The server process: shared state, the acceptor, the background ticker (expiry
+//! sweeps, periodic persistence), signal handling and the shutdown sequence.
+//!
+//! Threads: the caller of [`run`] accepts connections and hands each to a worker
+//! (round robin); `threads` workers run the event loops (`worker.rs`) and all engine
+//! writes, each worker on its own engine log; one ticker thread; one signal thread;
+//! optionally one metrics HTTP thread.
+//!
+//! Shutdown (SIGINT, SIGTERM or `SHUTDOWN`): the acceptor stops; each worker executes
+//! and answers the requests it has already received, persists (in sync mode), flushes
+//! replies and closes its clients; then the store is closed, which persists every log
+//! and marks a clean shutdown. So every acknowledged write is durable per the mode.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cascadekv::Db;
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use parking_lot::Mutex;
+
+use crate::cmd::keys::Cursors;
+use crate::cmd::Commands;
+use crate::config::{RuntimeConfig, ServerConfig};
+use crate::metrics::{Metrics, WorkerStats};
+use crate::store::Store;
+use crate::worker::{Inbox, Worker};
+
+/// State shared by every thread of the server.
+#[derive(Debug)]
+pub struct Shared {
+    /// The keyspace.
+    pub store: Store,
+    /// The command table.
+    pub commands: Commands,
+    /// SCAN cursors.
+    pub cursors: Cursors,
+    /// Settings CONFIG SET may change.
+    pub config: RuntimeConfig,
+    /// Start-up settings.
+    pub fixed: ServerConfig,
+    /// Counters.
+    pub metrics: Metrics,
+    /// Connected clients.
+    pub clients: Clients,
+    /// Start time.
+    pub started: Instant,
+    /// Random id of this run (INFO run_id).
+    pub run_id: String,
+    /// The port actually bound.
+    pub port: u16,
+    /// Unix seconds of the last SAVE.
+    pub last_save: AtomicU64,
+    shutdown: AtomicBool,
+    wakers: Mutex<Vec<Arc<Waker>>>,
+    ops_samples: Mutex<VecDeque<(Instant, u64)>>,
+}
+
+impl Shared {
+    /// Asks every thread to stop (idempotent).
+    pub fn request_shutdown(&self, why: &str) {
+        if !self.shutdown.swap(true, Ordering::AcqRel) {
+            eprintln!("cascade: shutting down ({why})");
+        }
+        for w in self.wakers.lock().iter() {
+            let _ = w.wake();
+        }
+    }
+
+    /// True once shutdown was requested.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// Commands per second over the last second or so.
+    pub fn ops_per_sec(&self) -> u64 {
+        let s = self.ops_samples.lock();
+        match (s.front(), s.back()) {
+            (Some(a), Some(b)) if b.0 > a.0 => {
+                ((b.1 - a.1) as f64 / (b.0 - a.0).as_secs_f64()) as u64
+            }
+            _ => 0,
+        }
+    }
+
+    fn sample_ops(&self) {
+        let total = self.metrics.total_commands(self.commands.specs.len());
+        let mut s = self.ops_samples.lock();
+        s.push_back((Instant::now(), total));
+        while s.len() > 16 {
+            s.pop_front();
+        }
+    }
+}
+
+/// One connected client as `CLIENT LIST` shows it.
+#[derive(Debug, Clone)]
+struct ClientEntry {
+    addr: String,
+    name: Option<Vec<u8>>,
+    created: Instant,
+}
+
+/// The registry of connected clients.
+#[derive(Debug, Default)]
+pub struct Clients {
+    map: Mutex<BTreeMap<u64, ClientEntry>>,
+}
+
+impl Clients {
+    /// Registers a client.
+    pub fn add(&self, id: u64, addr: String) {
+        self.map.lock().insert(
+            id,
+            ClientEntry {
+                addr,
+                name: None,
+                created: Instant::now(),
+            },
+        );
+    }
+
+    /// Forgets a client.
+    pub fn remove(&self, id: u64) {
+        self.map.lock().remove(&id);
+    }
+
+    /// Records a name.
+    pub fn set_name(&self, id: u64, name: Option<Vec<u8>>) {
+        if let Some(e) = self.map.lock().get_mut(&id) {
+            e.name = name;
+        }
+    }
+
+    fn line(id: u64, e: &ClientEntry) -> String {
+        format!(
+            "id={id} addr={} laddr= fd=0 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2",
+            e.addr,
+            e.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+            e.created.elapsed().as_secs()
+        )
+    }
+
+    /// `CLIENT LIST` text.
+    pub fn list(&self, _me: u64) -> String {
+        self.map
+            .lock()
+            .iter()
+            .map(|(id, e)| Self::line(*id, e) + "\n")
+            .collect()
+    }
+
+    /// `CLIENT INFO` text.
+    pub fn info_line(&self, id: u64) -> String {
+        self.map
+            .lock()
+            .get(&id)
+            .map(|e| Self::line(id, e) + "\n")
+            .unwrap_or_default()
+    }
+}
+
+/// Errors that stop the server from starting.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Opening the store failed.
+    Store(String),
+    /// Binding or polling failed.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Store(m) => write!(f, "cannot open the store: {m}"),
+            ServeError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+impl From<std::io::Error> for ServeError {
+    fn from(e: std::io::Error) -> Self {
+        ServeError::Io(e)
+    }
+}
+
+const LISTENER: Token = Token(0);
+const WAKE: Token = Token(1);
+
+fn resolve(bind: &str, port: u16) -> std::io::Result<SocketAddr> {
+    (bind, port).to_socket_addrs()?.next().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cannot resolve {bind}"),
+        )
+    })
+}
+
+/// Runs the server until shutdown. Prints `listening on ADDR` once ready.
+pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
+    let t0 = Instant::now();
+    let db = Arc::new(
+        Db::open(&cfg.dir, cfg.engine.clone()).map_err(|e| ServeError::Store(e.to_string()))?,
+    );
+    let store = Store::open(db.clone()).map_err(|e| ServeError::Store(e.to_string()))?;
+    let addr = resolve(&cfg.bind, cfg.port)?;
+    let mut listener = TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let commands = Commands::default();
+    let threads = cfg.threads.max(1);
+    let stats: Vec<Arc<WorkerStats>> = (0..threads)
+        .map(|_| Arc::new(WorkerStats::new(commands.specs.len())))
+        .collect();
+    let seed = crate::keyspace::now_ms() ^ u64::from(std::process::id()).rotate_left(32);
+    let shared = Arc::new(Shared {
+        store,
+        commands,
+        cursors: Cursors::new(cascadekv::coding::hash64(&seed.to_le_bytes())),
+        config: RuntimeConfig::new(&cfg),
+        metrics: Metrics {
+            workers: stats.clone(),
+            ..Metrics::default()
+        },
+        clients: Clients::default(),
+        started: Instant::now(),
+        run_id: format!(
+            "{:016x}{:016x}{:08x}",
+            cascadekv::coding::hash64(&seed.to_be_bytes()),
+            cascadekv::coding::hash64(format!("{local}{seed}").as_bytes()),
+            std::process::id()
+        ),
+        port: local.port(),
+        last_save: AtomicU64::new(crate::keyspace::now_ms() / 1000),
+        fixed: ServerConfig {
+            threads,
+            ..cfg.clone()
+        },
+        shutdown: AtomicBool::new(false),
+        wakers: Mutex::new(Vec::new()),
+        ops_samples: Mutex::new(VecDeque::new()),
+    });
+
+    let mut poll = Poll::new()?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+    shared.wakers.lock().push(waker);
+
+    let mut handles = Vec::new();
+    let mut inboxes: Vec<Inbox> = Vec::new();
+    for (i, st) in stats.into_iter().enumerate() {
+        let w = Worker::new(shared.clone(), st)?;
+        inboxes.push(w.inbox());
+        shared.wakers.lock().push(w.waker());
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("cascade-worker-{i}"))
+                .spawn(move || w.run())?,
+        );
+    }
+    let ticker = {
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("cascade-ticker".into())
+            .spawn(move || ticker(&s))?
+    };
+    let signals = signal_thread(&shared)?;
+    let metrics = match cfg.metrics_port {
+        Some(p) => Some(crate::http::start(shared.clone(), resolve(&cfg.bind, p)?)?),
+        None => None,
+    };
+    println!(
+        "cascade: listening on {local} (store {}, {} keys, opened in {} ms, {} workers, durability {})",
+        cfg.dir.display(),
+        shared.store.key_count(),
+        t0.elapsed().as_millis(),
+        threads,
+        if cfg.sync { "sync" } else { "buffered" },
+    );
+    let _ = std::io::stdout().flush();
+
+    accept_loop(&shared, &mut poll, &listener, &inboxes);
+
+    drop(listener);
+    for h in handles {
+        let _ = h.join();
+    }
+    let _ = ticker.join();
+    signals.close();
+    if let Some(m) = metrics {
+        let _ = m.join();
+    }
+    let res = db.close();
+    match res {
+        Ok(()) => {
+            println!("cascade: stopped; store closed cleanly");
+            Ok(())
+        }
+        Err(e) => Err(ServeError::Store(format!("closing the store: {e}"))),
+    }
+}
+
+fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes: &[Inbox]) {
+    let mut events = Events::with_capacity(64);
+    let mut next = 0usize;
+    let mut next_id = 1u64;
+    while !shared.shutting_down() {
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(500))) {
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            eprintln!("cascade: poll failed: {e}");
+            shared.request_shutdown("acceptor failure");
+            break;
+        }
+        loop {
+            match listener.accept() {
+                Ok((mut sock, peer)) => {
+                    let m = &shared.metrics;
+                    let max = shared.config.maxclients.load(Ordering::Relaxed);
+                    if m.connected.load(Ordering::Relaxed) as u64 >= max {
+                        m.rejected.fetch_add(1, Ordering::Relaxed);
+                        let _ = sock.write(b"-ERR max number of clients reached\r\n");
+                        continue;
+                    }
+                    let _ = sock.set_nodelay(true);
+                    m.connected.fetch_add(1, Ordering::Relaxed);
+                    m.total_connections.fetch_add(1, Ordering::Relaxed);
+                    let id = next_id;
+                    next_id += 1;
+                    shared.clients.add(id, peer.to_string());
+                    inboxes[next % inboxes.len()].send(sock, peer, id);
+                    next += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    eprintln!("cascade: accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Expiry sweeps and ops sampling every 100 ms; in buffered mode, persists every log
+/// every `sync_interval_ms`.
+fn ticker(shared: &Shared) {
+    let mut last_sync = Instant::now();
+    while !shared.shutting_down() {
+        std::thread::sleep(Duration::from_millis(100));
+        shared.sample_ops();
+        // Sweep until a round finds fewer than its budget (bounded per tick).
+        for _ in 0..20 {
+            match shared.store.sweep_expired(500) {
+                Ok(n) if n >= 500 => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    eprintln!("cascade: expiry sweep failed: {e}");
+                    break;
+                }
+            }
+        }
+        let every = shared.config.sync_interval_ms.load(Ordering::Relaxed);
+        if every > 0
+            && !shared.config.sync.load(Ordering::Relaxed)
+            && last_sync.elapsed() >= Duration::from_millis(every)
+        {
+            last_sync = Instant::now();
+            if let Err(e) = shared.store.db().flush() {
+                eprintln!("cascade: periodic persist failed: {e}");
+            }
+        }
+    }
+}
+
+fn signal_thread(shared: &Arc<Shared>) -> std::io::Result<signal_hook::iterator::Handle> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let handle = signals.handle();
+    let s = shared.clone();
+    std::thread::Builder::new()
+        .name("cascade-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                s.request_shutdown(if sig == SIGINT { "SIGINT" } else { "SIGTERM" });
+            }
+        })?;
+    Ok(handle)
+}

@@ -1,0 +1,486 @@
+//! A worker thread: one mio event loop serving many connections.
+//!
+//! Each round the worker (1) takes new connections from its inbox, (2) reads from
+//! every ready connection, parses and executes the complete commands it holds
+//! (pipelining: many per read), appending replies to the connection's output buffer,
+//! (3) if any command wrote and the server runs with sync durability, persists its own
+//! engine log once for the whole round (group commit, FlatStore's horizontal batching
+//! per thread), and only then (4) writes the replies. All engine writes of this
+//! worker's clients go to this thread's exclusive log.
+//!
+//! Bounds per connection: the unparsed input may not exceed the query-buffer limit
+//! (the client is closed); a connection whose unsent output exceeds [`OUT_HIGH`] is not
+//! read or executed until the client drains it, so a client that never reads its
+//! replies only pins about `OUT_HIGH` plus one reply; a connection reads at most
+//! [`READ_BUDGET`] bytes per round, so one fast client cannot starve the others.
+//!
+//! Only this thread touches its connections; other threads reach it through the
+//! [`Inbox`] and its waker.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use parking_lot::Mutex;
+
+use crate::cmd::{dispatch, Client, Ctx};
+use crate::metrics::WorkerStats;
+use crate::resp::parse::{Limits, Parser};
+use crate::resp::reply::{self, Out};
+use crate::server::Shared;
+
+/// Unsent output at which a connection stops being served until it drains.
+pub const OUT_HIGH: usize = 4 << 20;
+/// Bytes read from one connection per round.
+pub const READ_BUDGET: usize = 1 << 20;
+const READ_CHUNK: usize = 64 << 10;
+const WAKE: Token = Token(0);
+
+/// Hands accepted sockets to a worker.
+#[derive(Clone)]
+pub struct Inbox {
+    queue: Arc<Mutex<Vec<(TcpStream, SocketAddr, u64)>>>,
+    waker: Arc<Waker>,
+}
+
+impl Inbox {
+    /// Queues a connection and wakes the worker.
+    pub fn send(&self, sock: TcpStream, peer: SocketAddr, id: u64) {
+        self.queue.lock().push((sock, peer, id));
+        let _ = self.waker.wake();
+    }
+}
+
+struct Conn {
+    sock: TcpStream,
+    client: Client,
+    parser: Parser,
+    inbuf: Vec<u8>,
+    rpos: usize,
+    out: Out,
+    wpos: usize,
+    last_active: Instant,
+    /// Peer closed its sending side (or a read failed): no more input.
+    eof: bool,
+    /// Drop without writing (write failed, or a group commit failed).
+    dead: bool,
+    /// Executed a write command in the current round.
+    wrote: bool,
+    /// Complete commands are waiting (output was full).
+    backlog: bool,
+}
+
+impl Conn {
+    fn pending_out(&self) -> usize {
+        self.out.buf.len() - self.wpos
+    }
+}
+
+/// One worker thread's state.
+pub struct Worker {
+    shared: Arc<Shared>,
+    stats: Arc<WorkerStats>,
+    poll: Poll,
+    waker: Arc<Waker>,
+    queue: Arc<Mutex<Vec<(TcpStream, SocketAddr, u64)>>>,
+    conns: HashMap<Token, Conn>,
+    next_token: usize,
+    is_write: Vec<bool>,
+}
+
+impl Worker {
+    /// A worker (not yet running).
+    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> std::io::Result<Worker> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        let is_write = shared
+            .commands
+            .specs
+            .iter()
+            .map(|s| s.flags.contains(&"write"))
+            .collect();
+        Ok(Worker {
+            shared,
+            stats,
+            poll,
+            waker,
+            queue: Arc::new(Mutex::new(Vec::new())),
+            conns: HashMap::new(),
+            next_token: 1,
+            is_write,
+        })
+    }
+
+    /// Where the acceptor sends connections.
+    pub fn inbox(&self) -> Inbox {
+        Inbox {
+            queue: self.queue.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+
+    /// The waker (for shutdown).
+    pub fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
+
+    /// Runs until shutdown, then answers what was received and closes every client.
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        // Connections with work left over from the previous round.
+        let mut ready: Vec<Token> = Vec::new();
+        let mut round: Vec<Token> = Vec::new();
+        let mut last_idle_check = Instant::now();
+        loop {
+            let timeout = if ready.is_empty() {
+                Duration::from_millis(250)
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != ErrorKind::Interrupted {
+                    eprintln!("cascade: worker poll failed: {e}");
+                    self.shared.request_shutdown("worker failure");
+                }
+            }
+            if self.shared.shutting_down() {
+                break;
+            }
+            round.clear();
+            round.append(&mut ready);
+            for ev in events.iter() {
+                if ev.token() == WAKE {
+                    self.adopt();
+                } else {
+                    round.push(ev.token());
+                }
+            }
+            round.sort_unstable();
+            round.dedup();
+            self.serve_round(&round, &mut ready, true);
+            if last_idle_check.elapsed() >= Duration::from_secs(1) {
+                last_idle_check = Instant::now();
+                self.close_idle();
+            }
+        }
+        self.drain();
+    }
+
+    fn adopt(&mut self) {
+        let new: Vec<_> = std::mem::take(&mut *self.queue.lock());
+        let limits = Limits {
+            max_bulk: self.shared.config.max_bulk.load(Ordering::Relaxed) as usize,
+            max_args: self.shared.config.max_args.load(Ordering::Relaxed) as usize,
+        };
+        for (mut sock, peer, id) in new {
+            let token = Token(self.next_token);
+            self.next_token += 1;
+            if let Err(e) = self.poll.registry().register(
+                &mut sock,
+                token,
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                eprintln!("cascade: cannot register a client: {e}");
+                self.forget(id);
+                continue;
+            }
+            let authed = self.shared.config.requirepass.lock().is_none();
+            self.conns.insert(
+                token,
+                Conn {
+                    sock,
+                    client: Client {
+                        id,
+                        addr: peer.to_string(),
+                        name: None,
+                        authed,
+                        close_after_reply: false,
+                        created_ms: crate::keyspace::now_ms(),
+                    },
+                    parser: Parser::new(limits),
+                    inbuf: Vec::new(),
+                    rpos: 0,
+                    out: Out::new(),
+                    wpos: 0,
+                    last_active: Instant::now(),
+                    eof: false,
+                    dead: false,
+                    wrote: false,
+                    backlog: false,
+                },
+            );
+        }
+    }
+
+    fn forget(&self, id: u64) {
+        self.shared.clients.remove(id);
+        self.shared
+            .metrics
+            .connected
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Reads, executes, group-commits, writes. Connections with work left are pushed
+    /// to `again`.
+    fn serve_round(&mut self, tokens: &[Token], again: &mut Vec<Token>, read: bool) {
+        let mut any_write = false;
+        for t in tokens {
+            let Some(c) = self.conns.get_mut(t) else {
+                continue;
+            };
+            let mut more = false;
+            if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
+                more |= read_some(c, &self.stats, &self.shared);
+            }
+            c.backlog = execute(c, &self.shared, &self.stats, &self.is_write);
+            more |= c.backlog;
+            any_write |= c.wrote;
+            if more {
+                again.push(*t);
+            }
+        }
+        if any_write && self.shared.config.sync.load(Ordering::Relaxed) {
+            self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.shared.store.db().sync_thread() {
+                // Nothing written this round may be acknowledged.
+                eprintln!("cascade: persisting the log failed: {e}");
+                for t in tokens {
+                    if let Some(c) = self.conns.get_mut(t) {
+                        if c.wrote {
+                            c.dead = true;
+                        }
+                    }
+                }
+            }
+        }
+        for t in tokens {
+            let Some(c) = self.conns.get_mut(t) else {
+                continue;
+            };
+            c.wrote = false;
+            if !c.dead && c.pending_out() > 0 {
+                let was_blocked = c.pending_out() >= OUT_HIGH;
+                write_some(c, &self.stats);
+                // Drained below the mark: serve it again (input may be waiting).
+                if was_blocked && c.pending_out() < OUT_HIGH && !again.contains(t) {
+                    again.push(*t);
+                }
+            }
+            let finished = c.dead
+                || (c.pending_out() == 0 && (c.client.close_after_reply || (c.eof && !c.backlog)));
+            if finished {
+                if let Some(mut c) = self.conns.remove(t) {
+                    let _ = self.poll.registry().deregister(&mut c.sock);
+                    self.forget(c.client.id);
+                }
+                again.retain(|x| x != t);
+            }
+        }
+    }
+
+    fn close_idle(&mut self) {
+        let timeout = self.shared.config.timeout_secs.load(Ordering::Relaxed);
+        if timeout == 0 {
+            return;
+        }
+        let limit = Duration::from_secs(timeout);
+        let idle: Vec<Token> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.last_active.elapsed() > limit)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in idle {
+            if let Some(mut c) = self.conns.remove(&t) {
+                let _ = self.poll.registry().deregister(&mut c.sock);
+                self.forget(c.client.id);
+                self.shared
+                    .metrics
+                    .timed_out
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Shutdown: answer every complete request already received, persist, flush
+    /// replies (for up to two seconds), close.
+    fn drain(&mut self) {
+        self.adopt();
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for c in self.conns.values_mut() {
+            c.eof = true;
+        }
+        let mut again = Vec::new();
+        self.serve_round(&tokens, &mut again, false);
+        // The store's close persists every log, so buffered-mode replies sent below
+        // are durable by the time the process exits cleanly.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !self.conns.is_empty() && Instant::now() < deadline {
+            let mut open = false;
+            for c in self.conns.values_mut() {
+                if !c.dead && c.pending_out() > 0 {
+                    write_some(c, &self.stats);
+                    open |= c.pending_out() > 0 && !c.dead;
+                }
+            }
+            if !open {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (_, c) in self.conns.drain() {
+            self.shared.clients.remove(c.client.id);
+            self.shared
+                .metrics
+                .connected
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Reads up to [`READ_BUDGET`]. Returns true if more input may be waiting.
+fn read_some(c: &mut Conn, stats: &WorkerStats, shared: &Shared) -> bool {
+    if c.eof {
+        return false;
+    }
+    let limit = shared.config.query_buffer_limit.load(Ordering::Relaxed) as usize;
+    let mut got = 0usize;
+    // Compact consumed input before growing the buffer.
+    if c.rpos > 0 && (c.rpos == c.inbuf.len() || c.rpos >= c.inbuf.len() / 2) {
+        c.inbuf.drain(..c.rpos);
+        c.rpos = 0;
+    }
+    while got < READ_BUDGET {
+        let want = c
+            .parser
+            .pending_hint()
+            .map_or(READ_CHUNK, |h| h.clamp(READ_CHUNK, 16 << 20));
+        let len = c.inbuf.len();
+        c.inbuf.resize(len + want, 0);
+        match c.sock.read(&mut c.inbuf[len..]) {
+            Ok(0) => {
+                c.inbuf.truncate(len);
+                c.eof = true;
+                return false;
+            }
+            Ok(n) => {
+                c.inbuf.truncate(len + n);
+                got += n;
+                c.last_active = Instant::now();
+                if c.inbuf.len() - c.rpos > limit {
+                    eprintln!(
+                        "cascade: closing client {} ({}): query buffer over {limit} bytes",
+                        c.client.id, c.client.addr
+                    );
+                    c.dead = true;
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                c.inbuf.truncate(len);
+                stats.bytes_in.fetch_add(got as u64, Ordering::Relaxed);
+                return false;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => c.inbuf.truncate(len),
+            Err(_) => {
+                c.inbuf.truncate(len);
+                c.eof = true;
+                c.dead = true;
+                return false;
+            }
+        }
+    }
+    stats.bytes_in.fetch_add(got as u64, Ordering::Relaxed);
+    true
+}
+
+/// Executes complete commands while the output is below the mark. Returns true if
+/// complete commands are left (output full).
+fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]) -> bool {
+    let Conn {
+        parser,
+        inbuf,
+        rpos,
+        out,
+        wpos,
+        client,
+        wrote,
+        dead,
+        ..
+    } = c;
+    while !*dead && !client.close_after_reply {
+        if out.buf.len() - *wpos >= OUT_HIGH {
+            return *rpos < inbuf.len();
+        }
+        match parser.parse(&inbuf[*rpos..]) {
+            Ok(Some(n)) => {
+                *rpos += n;
+                let cmd = parser.command();
+                if cmd.is_empty() {
+                    continue;
+                }
+                let t = Instant::now();
+                let mut ctx = Ctx {
+                    shared,
+                    client,
+                    out,
+                };
+                let (idx, failed) = dispatch(&mut ctx, cmd);
+                stats.record(idx, failed, t.elapsed());
+                if idx.is_some_and(|i| is_write.get(i).copied().unwrap_or(false)) {
+                    *wrote = true;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                reply::error(out, &format!("ERR Protocol error: {e}"));
+                stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                client.close_after_reply = true;
+                *rpos = inbuf.len();
+            }
+        }
+    }
+    if *rpos == inbuf.len() {
+        inbuf.clear();
+        *rpos = 0;
+    }
+    false
+}
+
+/// Writes pending output until the socket would block.
+fn write_some(c: &mut Conn, stats: &WorkerStats) {
+    while c.wpos < c.out.buf.len() {
+        match c.sock.write(&c.out.buf[c.wpos..]) {
+            Ok(0) => {
+                c.dead = true;
+                return;
+            }
+            Ok(n) => {
+                c.wpos += n;
+                stats.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => {
+                c.dead = true;
+                return;
+            }
+        }
+    }
+    if c.wpos == c.out.buf.len() {
+        c.out.buf.clear();
+        c.wpos = 0;
+        // Give back a large buffer once drained.
+        if c.out.buf.capacity() > OUT_HIGH {
+            c.out.buf.shrink_to(64 << 10);
+        }
+    } else if c.wpos > (1 << 20) && c.wpos * 2 > c.out.buf.len() {
+        c.out.buf.drain(..c.wpos);
+        c.wpos = 0;
+    }
+}
