@@ -101,8 +101,10 @@ impl Shared {
 #[derive(Debug, Clone)]
 struct ClientEntry {
     addr: String,
+    laddr: String,
     name: Option<Vec<u8>>,
     created: Instant,
+    resp: u8,
 }
 
 /// The registry of connected clients.
@@ -113,15 +115,24 @@ pub struct Clients {
 
 impl Clients {
     /// Registers a client.
-    pub fn add(&self, id: u64, addr: String) {
+    pub fn add(&self, id: u64, addr: String, laddr: String) {
         self.map.lock().insert(
             id,
             ClientEntry {
                 addr,
+                laddr,
                 name: None,
                 created: Instant::now(),
+                resp: 2,
             },
         );
+    }
+
+    /// Records the protocol version (HELLO).
+    pub fn set_resp(&self, id: u64, resp: u8) {
+        if let Some(e) = self.map.lock().get_mut(&id) {
+            e.resp = resp;
+        }
     }
 
     /// Forgets a client.
@@ -137,11 +148,14 @@ impl Clients {
     }
 
     fn line(id: u64, e: &ClientEntry) -> String {
+        // The fields this server knows; Redis prints more (buffers, last command).
         format!(
-            "id={id} addr={} laddr= fd=0 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2",
+            "id={id} addr={} laddr={} name={} age={} flags=N db=0 user=default resp={}",
             e.addr,
+            e.laddr,
             e.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
-            e.created.elapsed().as_secs()
+            e.created.elapsed().as_secs(),
+            e.resp
         )
     }
 
@@ -335,7 +349,8 @@ fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes
                     m.total_connections.fetch_add(1, Ordering::Relaxed);
                     let id = next_id;
                     next_id += 1;
-                    shared.clients.add(id, peer.to_string());
+                    let laddr = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                    shared.clients.add(id, peer.to_string(), laddr);
                     inboxes[next % inboxes.len()].send(sock, peer, id);
                     next += 1;
                 }

@@ -38,7 +38,7 @@ use crate::server::Shared;
 pub const OUT_HIGH: usize = 4 << 20;
 /// Bytes read from one connection per round.
 pub const READ_BUDGET: usize = 1 << 20;
-const READ_CHUNK: usize = 64 << 10;
+const READ_CHUNK: usize = 16 << 10;
 const WAKE: Token = Token(0);
 
 /// Hands accepted sockets to a worker.
@@ -356,10 +356,12 @@ fn read_some(c: &mut Conn, stats: &WorkerStats, shared: &Shared) -> bool {
         c.rpos = 0;
     }
     while got < READ_BUDGET {
-        let want = c
-            .parser
-            .pending_hint()
-            .map_or(READ_CHUNK, |h| h.clamp(READ_CHUNK, 16 << 20));
+        // A large declared bulk is read in growing steps: the buffer never exceeds
+        // about twice the bytes actually received (plus one chunk).
+        let received = c.inbuf.len() - c.rpos;
+        let want = c.parser.pending_hint().map_or(READ_CHUNK, |h| {
+            h.min(received.max(READ_CHUNK)).max(READ_CHUNK)
+        });
         let len = c.inbuf.len();
         c.inbuf.resize(len + want, 0);
         match c.sock.read(&mut c.inbuf[len..]) {
@@ -448,6 +450,10 @@ fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]
     if *rpos == inbuf.len() {
         inbuf.clear();
         *rpos = 0;
+        // An idle client keeps at most a small buffer.
+        if inbuf.capacity() > 4 * READ_CHUNK {
+            inbuf.shrink_to(READ_CHUNK);
+        }
     }
     false
 }

@@ -162,6 +162,7 @@ fn hello(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     }
     if let Some(p) = proto {
         ctx.out.resp3 = p == 3;
+        ctx.shared.clients.set_resp(ctx.client.id, p as u8);
     }
     let resp = if ctx.out.resp3 { 3 } else { 2 };
     let out = &mut *ctx.out;

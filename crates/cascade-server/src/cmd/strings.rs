@@ -236,12 +236,14 @@ fn expire_arg(arg: &[u8], unit_ms: u64, absolute: bool, cmd: &str) -> CmdResult<
     if n <= 0 {
         return Err(invalid());
     }
-    let ms = (n as u64).checked_mul(unit_ms).ok_or_else(invalid)?;
-    if absolute {
-        Ok(ms)
+    // As Redis: the absolute time in ms must fit a signed 64-bit integer.
+    let ms = n.checked_mul(unit_ms as i64).ok_or_else(invalid)?;
+    let at = if absolute {
+        ms
     } else {
-        now_ms().checked_add(ms).ok_or_else(invalid)
-    }
+        (now_ms() as i64).checked_add(ms).ok_or_else(invalid)?
+    };
+    Ok(at as u64)
 }
 
 fn parse_set_opts(c: &Command) -> CmdResult<SetOpts> {
