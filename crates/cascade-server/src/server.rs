@@ -153,7 +153,10 @@ impl Clients {
             "id={id} addr={} laddr={} name={} age={} flags=N db=0 user=default resp={}",
             e.addr,
             e.laddr,
-            e.name.as_deref().map(String::from_utf8_lossy).unwrap_or_default(),
+            e.name
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default(),
             e.created.elapsed().as_secs(),
             e.resp
         )
