@@ -39,11 +39,18 @@ pub fn start(
 
 fn serve(shared: &Shared, mut s: TcpStream) -> std::io::Result<()> {
     s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
     s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    // One deadline for the whole request: a client trickling bytes cannot hold the
+    // thread (or shutdown) longer than this.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        s.set_read_timeout(Some(left))?;
         let n = s.read(&mut chunk)?;
         if n == 0 || buf.len() > 8192 {
             break;

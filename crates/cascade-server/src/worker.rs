@@ -235,10 +235,24 @@ impl Worker {
             };
             let mut more = false;
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
-                more |= read_some(c, &self.stats, &self.shared);
+                more |= read_some(c, &self.stats);
             }
             c.backlog = execute(c, &self.shared, &self.stats, &self.is_write);
             more |= c.backlog;
+            // What is left after executing is one incomplete command (or, with
+            // `backlog`, commands waiting for the client to read its replies).
+            let limit = self
+                .shared
+                .config
+                .query_buffer_limit
+                .load(Ordering::Relaxed) as usize;
+            if !c.backlog && c.inbuf.len() - c.rpos > limit {
+                eprintln!(
+                    "cascade: closing client {} ({}): query buffer over {limit} bytes",
+                    c.client.id, c.client.addr
+                );
+                c.dead = true;
+            }
             any_write |= c.wrote;
             if more {
                 again.push(*t);
@@ -344,11 +358,10 @@ impl Worker {
 }
 
 /// Reads up to [`READ_BUDGET`]. Returns true if more input may be waiting.
-fn read_some(c: &mut Conn, stats: &WorkerStats, shared: &Shared) -> bool {
+fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
     if c.eof {
         return false;
     }
-    let limit = shared.config.query_buffer_limit.load(Ordering::Relaxed) as usize;
     let mut got = 0usize;
     // Compact consumed input before growing the buffer.
     if c.rpos > 0 && (c.rpos == c.inbuf.len() || c.rpos >= c.inbuf.len() / 2) {
@@ -374,14 +387,6 @@ fn read_some(c: &mut Conn, stats: &WorkerStats, shared: &Shared) -> bool {
                 c.inbuf.truncate(len + n);
                 got += n;
                 c.last_active = Instant::now();
-                if c.inbuf.len() - c.rpos > limit {
-                    eprintln!(
-                        "cascade: closing client {} ({}): query buffer over {limit} bytes",
-                        c.client.id, c.client.addr
-                    );
-                    c.dead = true;
-                    return false;
-                }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 c.inbuf.truncate(len);
