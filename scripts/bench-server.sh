@@ -39,6 +39,9 @@ start_redis() { # appendfsync
   PID=$!; wait_ready
 }
 rss_mb() { echo $(( $(ps -o rss= -p "$PID") / 1024 )); }
+# Heap as each server reports it (INFO used_memory: Redis's allocator, cascade's
+# counting allocator). cascade's RSS also counts the mapped pool pages it touched.
+heap_mb() { echo $(( $(redis-cli -p $PORT info memory | tr -d '\r' | sed -n 's/^used_memory://p') / 1048576 )); }
 # redis-benchmark --csv: "test","rps","avg","min","p50","p95","p99","max"
 rb() { # label
   redis-benchmark -p $PORT -t set,get -n $N -r 1000000 -d 100 -P 16 -c 50 --csv 2>/dev/null |
@@ -75,8 +78,8 @@ mkdir -p "$BASE"
 for pair in "buffered everysec" "sync always"; do
   set -- $pair
   start_cascade "$1"; rb "cascade ($1)" >> "$MD"; ycsb "cascade ($1)" >> "$MD"
-  echo "| cascade ($1) | RSS after | $(rss_mb) MB | | |" >> "$MD"; stop
+  echo "| cascade ($1) | memory after: heap / RSS | $(heap_mb) MB / $(rss_mb) MB | | |" >> "$MD"; stop
   start_redis "$2"; rb "redis (aof $2)" >> "$MD"; ycsb "redis (aof $2)" >> "$MD"
-  echo "| redis (aof $2) | RSS after | $(rss_mb) MB | | |" >> "$MD"; stop
+  echo "| redis (aof $2) | memory after: used_memory / RSS | $(heap_mb) MB / $(rss_mb) MB | | |" >> "$MD"; stop
 done
 cat "$MD"
