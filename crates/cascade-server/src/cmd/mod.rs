@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod conn;
+pub mod expire;
 pub mod hashes;
 pub mod keys;
 pub mod strings;
@@ -114,6 +115,7 @@ pub const KEY1: (i32, i32, i32) = (1, 1, 1);
 pub fn table() -> Vec<Spec> {
     let mut t = Vec::new();
     t.extend_from_slice(strings::SPECS);
+    t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
     t.extend_from_slice(keys::SPECS);
