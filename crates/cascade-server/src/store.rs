@@ -197,6 +197,22 @@ impl Store {
         Ok(())
     }
 
+    /// After `removed` elements of the hash or zset `key` (metadata `old`) were
+    /// deleted in `txn`: writes the new count, or deletes the key when none are left.
+    pub fn shrink(&self, txn: &mut Txn, key: &[u8], old: &Meta, removed: u64) -> CmdResult<()> {
+        if removed == 0 {
+            return Ok(());
+        }
+        let count = old.count().saturating_sub(removed);
+        if count == 0 {
+            self.remove(txn, key, old)
+        } else {
+            let new = Meta::collection(old.ty, count, old.expire_at);
+            self.set_meta(txn, key, Some(old), &new);
+            Ok(())
+        }
+    }
+
     /// Engine entries whose key starts with `prefix` (up to `limit`).
     pub fn prefix_scan(&self, prefix: &[u8], limit: usize) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
         let end = prefix_end(prefix);

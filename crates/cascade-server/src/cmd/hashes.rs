@@ -272,19 +272,7 @@ fn hdel(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             removed += 1;
         }
     }
-    if removed > 0 {
-        let count = old.count().saturating_sub(removed);
-        if count == 0 {
-            store.remove(&mut txn, key, &old)?;
-        } else {
-            store.set_meta(
-                &mut txn,
-                key,
-                Some(&old),
-                &Meta::collection(Type::Hash, count, old.expire_at),
-            );
-        }
-    }
+    store.shrink(&mut txn, key, &old, removed)?;
     store.commit(txn)?;
     reply::int(ctx.out, removed as i64);
     Ok(())
