@@ -200,7 +200,6 @@ impl Worker {
                         name: None,
                         authed,
                         close_after_reply: false,
-                        created_ms: crate::keyspace::now_ms(),
                     },
                     parser: Parser::new(limits),
                     inbuf: Vec::new(),
@@ -280,8 +279,9 @@ impl Worker {
             if !c.dead && c.pending_out() > 0 {
                 let was_blocked = c.pending_out() >= OUT_HIGH;
                 write_some(c, &self.stats);
-                // Drained below the mark: serve it again (input may be waiting).
-                if was_blocked && c.pending_out() < OUT_HIGH && !again.contains(t) {
+                // Drained below the mark: serve it again (input may be waiting; a
+                // token listed twice is deduplicated at the start of the round).
+                if was_blocked && c.pending_out() < OUT_HIGH {
                     again.push(*t);
                 }
             }
@@ -292,7 +292,7 @@ impl Worker {
                     let _ = self.poll.registry().deregister(&mut c.sock);
                     self.forget(c.client.id);
                 }
-                again.retain(|x| x != t);
+                // A closed token left in `again` is skipped: it has no connection.
             }
         }
     }

@@ -37,8 +37,6 @@ pub struct Client {
     pub authed: bool,
     /// Close after the pending replies are written (`QUIT`, protocol error).
     pub close_after_reply: bool,
-    /// Milliseconds since the Unix epoch when connected.
-    pub created_ms: u64,
 }
 
 /// What a handler works with.

@@ -218,8 +218,14 @@ fn parse_set_opts(c: &Command) -> CmdResult<SetOpts> {
 }
 
 /// SET with parsed options; returns the reply it wrote.
-fn set_with(ctx: &mut Ctx<'_>, key: &[u8], value: &[u8], o: &SetOpts) -> CmdResult<()> {
-    let store = &ctx.shared.store;
+/// Applies SET with parsed options. Returns whether the value was written and (with
+/// `GET`) the previous value.
+fn apply_set(
+    store: &crate::store::Store,
+    key: &[u8],
+    value: &[u8],
+    o: &SetOpts,
+) -> CmdResult<(bool, Option<Vec<u8>>)> {
     let _g = store.lock(key);
     let mut txn = Txn::default();
     let old = store.begin(&mut txn, key)?;
@@ -248,9 +254,15 @@ fn set_with(ctx: &mut Ctx<'_>, key: &[u8], value: &[u8], o: &SetOpts) -> CmdResu
         store.set_meta(&mut txn, key, old.as_ref(), &Meta::string(value, expire_at));
         store.commit(txn)?;
     }
+    Ok((!skip, old_value))
+}
+
+/// SET with parsed options, replying as SET does.
+fn set_with(ctx: &mut Ctx<'_>, key: &[u8], value: &[u8], o: &SetOpts) -> CmdResult<()> {
+    let (written, old_value) = apply_set(&ctx.shared.store, key, value, o)?;
     if o.get {
         reply::opt_bulk(ctx.out, old_value.as_deref());
-    } else if skip {
+    } else if !written {
         reply::nil(ctx.out);
     } else {
         reply::ok(ctx.out);
@@ -268,14 +280,8 @@ fn setnx(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         nx: true,
         ..SetOpts::default()
     };
-    let mut scratch = crate::resp::reply::Out::new();
-    let mut sub = Ctx {
-        shared: ctx.shared,
-        client: ctx.client,
-        out: &mut scratch,
-    };
-    set_with(&mut sub, c.arg(1), c.arg(2), &o)?;
-    reply::int(ctx.out, i64::from(scratch.buf.starts_with(b"+OK")));
+    let (written, _) = apply_set(&ctx.shared.store, c.arg(1), c.arg(2), &o)?;
+    reply::int(ctx.out, i64::from(written));
     Ok(())
 }
 
