@@ -394,7 +394,7 @@ fn ticker(shared: &Shared) {
             && last_sync.elapsed() >= Duration::from_millis(every)
         {
             last_sync = Instant::now();
-            if let Err(e) = shared.store.db().flush() {
+            if let Err(e) = shared.store.db().sync() {
                 eprintln!("cascade: periodic persist failed: {e}");
             }
         }

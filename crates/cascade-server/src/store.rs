@@ -238,8 +238,8 @@ impl Store {
         } = txn;
         match batch.ops() {
             [] => {}
-            [cascadekv::db::BatchOp::Put(k, v)] => self.db.put(k, v)?,
-            [cascadekv::db::BatchOp::Delete(k)] => self.db.delete(k)?,
+            [cascadekv::BatchOp::Put(k, v)] => self.db.put(k, v)?,
+            [cascadekv::BatchOp::Delete(k)] => self.db.delete(k)?,
             _ => self.db.write(&batch)?,
         }
         self.keys.fetch_add(dkeys, Ordering::Relaxed);

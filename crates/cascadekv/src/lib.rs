@@ -34,5 +34,5 @@ pub mod snapshot;
 pub mod stablestore;
 pub mod table;
 
-pub use db::{Db, DbIter, Durability, Options, Stats, WriteBatch};
+pub use db::{BatchOp, Db, DbIter, Durability, Options, RecoveryInfo, Stats, WriteBatch};
 pub use error::{Error, Result};

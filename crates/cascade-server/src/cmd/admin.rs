@@ -226,7 +226,7 @@ fn time(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
 }
 
 fn save(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
-    ctx.shared.store.db().flush()?;
+    ctx.shared.store.db().sync()?;
     ctx.shared
         .last_save
         .store(crate::keyspace::now_ms() / 1000, Ordering::Relaxed);
@@ -235,7 +235,7 @@ fn save(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
 }
 
 fn bgsave(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
-    ctx.shared.store.db().flush()?;
+    ctx.shared.store.db().sync()?;
     ctx.shared
         .last_save
         .store(crate::keyspace::now_ms() / 1000, Ordering::Relaxed);

@@ -462,8 +462,8 @@ impl Db {
     }
 
     /// Persists every log record written so far (all threads). After it returns,
-    /// all earlier `Buffered` writes survive power loss.
-    pub fn flush(&self) -> Result<()> {
+    /// all earlier `Buffered` writes survive power loss (RocksDB's `SyncWAL`).
+    pub fn sync(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }

@@ -11,7 +11,7 @@ use crate::pmem::SimDevice;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// The record is in the mapped log: it survives a crash of this process, but not
-    /// an OS crash or power loss until a later `Sync` write, [`super::Db::flush`] or
+    /// an OS crash or power loss until a later `Sync` write, [`super::Db::sync`] or
     /// close persists it.
     #[default]
     Buffered,
