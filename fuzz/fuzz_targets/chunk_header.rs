@@ -1,11 +1,11 @@
-//! Chunk header decoder (`cascadekv::pmem::ChunkHeader::decode`).
+//! Chunk header decoder (`cascadekv::internals::ChunkHeader::decode`).
 //!
 //! Input: the first bytes of a chunk.
 //! Asserts: decode never panics; a decoded header satisfies
 //! `decode(&h.encode()) == Some(h)`.
 #![no_main]
 
-use cascadekv::pmem::ChunkHeader;
+use cascadekv::internals::ChunkHeader;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

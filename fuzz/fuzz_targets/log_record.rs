@@ -1,4 +1,4 @@
-//! Log record decoder (`cascadekv::log::record::decode`).
+//! Log record decoder (`cascadekv::internals::log_record::decode`).
 //!
 //! Input: 8 bytes of epoch (LE), then the bytes of a segment starting at a record.
 //! Asserts: decode never panics; a record that decodes re-encodes (with the same mark)
@@ -6,7 +6,7 @@
 //! re-encoded with `encode_filler` at their decoded length.
 #![no_main]
 
-use cascadekv::log::record::{decode, encode, encode_filler, Kind, RecordIn};
+use cascadekv::internals::log_record::{decode, encode, encode_filler, Kind, RecordIn};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,11 +1,11 @@
-//! Manifest edit decoder (`cascadekv::manifest::decode`).
+//! Manifest edit decoder (`cascadekv::internals::manifest_edit::decode`).
 //!
 //! Input: the bytes of one edit (the value of a manifest log record).
 //! Asserts: decode never panics; a decoded edit satisfies
 //! `decode(&encode(&e)) == Some(e)`.
 #![no_main]
 
-use cascadekv::manifest::{decode, encode};
+use cascadekv::internals::manifest_edit::{decode, encode};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

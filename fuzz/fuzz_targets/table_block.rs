@@ -1,4 +1,4 @@
-//! Table block reader (`cascadekv::table::block::Block`).
+//! Table block reader (`cascadekv::internals::table_block::Block`).
 //!
 //! Input: 8 bytes of epoch (LE), one mode byte, then the block bytes.
 //! Mode bit 0 set: the block's checksum is forged (crc32c of the epoch extended over
@@ -9,8 +9,8 @@
 //! and find every key at its own position.
 #![no_main]
 
-use cascadekv::coding::{crc32c, crc32c_extend};
-use cascadekv::table::block::{Block, BlockKind};
+use cascadekv::internals::{crc32c, crc32c_extend};
+use cascadekv::internals::table_block::{Block, BlockKind};
 use libfuzzer_sys::fuzz_target;
 
 fn exercise(b: &Block<'_>, kind: BlockKind) {

@@ -242,6 +242,17 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A 64-bit FNV-1a hash folded through a multiply (lock stripes, run ids); nothing
+/// persistent depends on it.
+pub fn hash64(key: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

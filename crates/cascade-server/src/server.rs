@@ -239,7 +239,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let shared = Arc::new(Shared {
         store,
         commands,
-        cursors: Cursors::new(cascadekv::coding::hash64(&seed.to_le_bytes())),
+        cursors: Cursors::new(crate::keyspace::hash64(&seed.to_le_bytes())),
         config: RuntimeConfig::new(&cfg),
         metrics: Metrics {
             workers: stats.clone(),
@@ -249,8 +249,8 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         started: Instant::now(),
         run_id: format!(
             "{:016x}{:016x}{:08x}",
-            cascadekv::coding::hash64(&seed.to_be_bytes()),
-            cascadekv::coding::hash64(format!("{local}{seed}").as_bytes()),
+            crate::keyspace::hash64(&seed.to_be_bytes()),
+            crate::keyspace::hash64(format!("{local}{seed}").as_bytes()),
             std::process::id()
         ),
         port: local.port(),

@@ -96,7 +96,7 @@ impl Store {
     }
 
     fn stripe(key: &[u8]) -> usize {
-        (cascadekv::coding::hash64(key) as usize) % STRIPES
+        (crate::keyspace::hash64(key) as usize) % STRIPES
     }
 
     /// Locks `key` for a read-modify-write.

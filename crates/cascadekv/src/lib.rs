@@ -1,9 +1,16 @@
 //! CascadeKV: a persistent key-value engine for ultra-fast storage.
 //!
 //! Writes land in a thread-exclusive log on a memory-mapped fast-tier pool and in a
-//! concurrent in-DRAM ordered index (FluidKV's FastStore). See the README for the
-//! architecture and the guarantees table, and `docs/formats.md` for every byte on
-//! media.
+//! concurrent in-DRAM ordered index (FluidKV's FastStore); full FastStores are flushed
+//! into Logical Sorted Tables indexed by small buffer-trees (BufferStore), which are
+//! compacted into one StableStore. See the README for the architecture and the
+//! guarantees table, `docs/design.md` for the invariants and `docs/formats.md` for every
+//! byte on media.
+//!
+//! The public surface is [`Db`] and what its methods take and return: [`Options`],
+//! [`Durability`], [`WriteBatch`], [`Snapshot`], [`DbIter`], [`Stats`],
+//! [`RecoveryInfo`], [`Error`]. [`SimDevice`] is a simulated persistent-memory device for
+//! crash tests ([`Options::sim_device`]).
 //!
 //! ```no_run
 //! use cascadekv::{Db, Durability, Options};
@@ -11,6 +18,9 @@
 //! let db = Db::open("/tmp/my-store", Options::default())?;
 //! db.put_with(b"hello", b"world", Durability::Sync)?;
 //! assert_eq!(db.get(b"hello")?.as_deref(), Some(&b"world"[..]));
+//! let snap = db.snapshot()?;
+//! db.put(b"hello", b"again")?;
+//! assert_eq!(snap.get(b"hello")?.as_deref(), Some(&b"world"[..]));
 //! for kv in db.iter(..)? {
 //!     let (k, v) = kv?;
 //!     println!("{:?} = {:?}", k, v);
@@ -19,20 +29,52 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
-pub mod bufferstore;
-pub mod coding;
-pub mod compaction;
-pub mod db;
-pub mod error;
-pub mod faststore;
-pub mod log;
-pub mod manifest;
-pub mod pmem;
-pub mod snapshot;
-pub mod stablestore;
-pub mod table;
+mod bufferstore;
+mod coding;
+mod compaction;
+mod db;
+mod epoch;
+mod error;
+mod faststore;
+mod log;
+mod manifest;
+mod pmem;
+mod stablestore;
+mod stages;
+mod table;
+mod value;
+mod vlog;
 
-pub use db::{BatchOp, Db, DbIter, Durability, Options, RecoveryInfo, Stats, WriteBatch};
+pub use db::{BatchOp, Db, DbIter, Durability, Options, RecoveryInfo, Snapshot, Stats, WriteBatch};
 pub use error::{Error, Result};
+pub use pmem::sim::{CrashMode, FenceHook, SimDevice};
+
+/// Decoders, encoders and the FastStore index, for the fuzz targets and the index
+/// benchmark. Not part of the supported API: it may change in any release. Nothing in
+/// it touches the pool; every function here is safe for any input.
+#[doc(hidden)]
+pub mod internals {
+    /// CRC-32C as every checksum on media uses it.
+    pub use crate::coding::{crc32c, crc32c_extend};
+    /// The FastStore's ordered index and what it stores (index benchmark).
+    pub use crate::epoch::Snapshots;
+    pub use crate::faststore::{Index, PutOutcome, Val, Version};
+    /// Values as the stages share them.
+    pub use crate::value::{Value, ValuePtr, ValueRef};
+    /// Log record encoding (fuzz target `log_record`).
+    pub mod log_record {
+        pub use crate::log::record::{decode, encode, encode_filler, Invalid, Kind, RecordIn};
+    }
+    /// Table block decoding (fuzz target `table_block`).
+    pub mod table_block {
+        pub use crate::table::block::{Block, BlockKind};
+    }
+    /// Manifest edit encoding (fuzz target `manifest_edit`).
+    pub mod manifest_edit {
+        pub use crate::manifest::{decode, encode};
+    }
+    /// Chunk header decoding (fuzz target `chunk_header`, tests that read a pool file).
+    pub use crate::pmem::ChunkHeader;
+}

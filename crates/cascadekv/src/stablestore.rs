@@ -1,188 +1,47 @@
-//! StableStore (FluidKV §4.3): one coarse DRAM index over non-overlapping Logical
-//! Sorted Tables — an ordered map from each table's smallest key to the table. Point
-//! lookups cost one map search and at most two block reads; DRAM is one entry per
-//! table (hundreds of keys), not per key.
+//! StableStore (FluidKV §4.3): the last stage — one [`TableSet`] of non-overlapping
+//! LSTs under one coarse DRAM index, holding the newest version of every key that left
+//! the earlier stages (tombstones are dropped on the way in: nothing older can be
+//! hidden behind them).
 //!
-//! [`TableSet`] is that structure; BufferStore's buffer-trees are the same structure
-//! (FluidKV: "structurally identical to StableStore"), one per flush.
+//! Compaction ([`crate::compaction`]) is the only way in: it merges buffer-trees with
+//! the stable tables they overlap and [`StableStore::with_compaction`] builds the next
+//! StableStore from the previous one, its removed tables and its new ones.
 //!
-//! Thread-safety: a `TableSet` is immutable once built and shared by `Arc`; a change
-//! (compaction) builds a new one.
+//! Thread-safety: immutable once built, shared by `Arc` inside a stage set.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::faststore::Val;
-use crate::table::{to_val, Lst};
+use crate::table::{Lst, TableSet};
 
-/// Non-overlapping LSTs ordered by key.
+/// The StableStore of one stage set.
 #[derive(Debug, Default, Clone)]
-pub struct TableSet {
-    tables: BTreeMap<Box<[u8]>, Arc<Lst>>,
-    entries: u64,
-    bytes: u64,
+pub(crate) struct StableStore {
+    tables: TableSet,
 }
 
-/// Fixed DRAM estimate per table in a set (map node share, `Lst`, `Arc`).
-const TABLE_OVERHEAD: u64 = 160;
-
-impl TableSet {
-    /// A set of `lsts` (must not overlap).
+impl StableStore {
+    /// A StableStore holding `lsts` (must not overlap).
     pub fn new(lsts: impl IntoIterator<Item = Arc<Lst>>) -> Self {
-        let mut s = TableSet::default();
-        for l in lsts {
-            s.insert(l);
+        StableStore {
+            tables: TableSet::new(lsts),
         }
-        s
     }
 
-    fn insert(&mut self, l: Arc<Lst>) {
-        self.entries += u64::from(l.entries);
-        self.bytes += u64::from(l.size);
-        self.tables.insert(l.min_key.clone(), l);
+    /// The tables.
+    pub fn tables(&self) -> &TableSet {
+        &self.tables
     }
 
-    /// A copy without the tables whose ids are in `remove`, plus `add`.
-    pub fn replace(
+    /// The StableStore after a compaction removed the tables with ids in `removed` and
+    /// added `added` (new or moved tables; they do not overlap what stays).
+    pub fn with_compaction(
         &self,
-        remove: &std::collections::HashSet<u64>,
-        add: impl IntoIterator<Item = Arc<Lst>>,
+        removed: &HashSet<u64>,
+        added: impl IntoIterator<Item = Arc<Lst>>,
     ) -> Self {
-        let mut s = TableSet::new(
-            self.tables
-                .values()
-                .filter(|l| !remove.contains(&l.id))
-                .cloned(),
-        );
-        for l in add {
-            s.insert(l);
+        StableStore {
+            tables: self.tables.replace(removed, added),
         }
-        s
-    }
-
-    /// Number of tables.
-    pub fn len(&self) -> usize {
-        self.tables.len()
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.tables.is_empty()
-    }
-
-    /// Entries in all tables (tombstones and shadowed versions included).
-    pub fn entries(&self) -> u64 {
-        self.entries
-    }
-
-    /// Table bytes on the fast tier.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// Estimated DRAM of the index.
-    pub fn dram_bytes(&self) -> u64 {
-        self.tables
-            .values()
-            .map(|l| TABLE_OVERHEAD + (l.min_key.len() * 2 + l.max_key.len()) as u64)
-            .sum()
-    }
-
-    /// Tables in key order.
-    pub fn tables(&self) -> impl Iterator<Item = &Arc<Lst>> {
-        self.tables.values()
-    }
-
-    /// The table whose range may hold `key`.
-    fn table_for(&self, key: &[u8]) -> Option<&Arc<Lst>> {
-        self.tables
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
-            .map(|(_, l)| l)
-    }
-
-    /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Val>> {
-        match self.table_for(key) {
-            Some(l) => l.get(key),
-            None => Ok(None),
-        }
-    }
-
-    /// Appends up to `max` entries in `(lo, hi)` to `out`; returns the last key
-    /// visited if it stopped because of `max`.
-    pub fn collect_range(
-        &self,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        max: usize,
-        out: &mut Vec<(Box<[u8]>, Val)>,
-    ) -> Result<Option<Box<[u8]>>> {
-        let start_key: Option<&[u8]> = match lo {
-            Bound::Included(k) | Bound::Excluded(k) => Some(k),
-            Bound::Unbounded => None,
-        };
-        // The table holding the start key (if any), then every table after it.
-        let first = start_key.and_then(|k| {
-            self.tables
-                .range::<[u8], _>((Bound::Unbounded, Bound::Included(k)))
-                .next_back()
-                .map(|(m, _)| m.clone())
-        });
-        let iter: Box<dyn Iterator<Item = &Arc<Lst>>> = match (&first, start_key) {
-            (Some(m), _) => Box::new(
-                self.tables
-                    .range::<[u8], _>((Bound::Included(&m[..]), Bound::Unbounded))
-                    .map(|(_, l)| l),
-            ),
-            (None, _) => Box::new(self.tables.values()),
-        };
-        let mut visited = 0;
-        let mut last: Option<Box<[u8]>> = None;
-        let mut stop = false;
-        for l in iter {
-            if past(hi, &l.min_key) {
-                break;
-            }
-            l.scan_from(start_key, |k, v| {
-                if !inside_lo(lo, k) {
-                    return true;
-                }
-                if past(hi, k) {
-                    stop = true;
-                    return false;
-                }
-                visited += 1;
-                out.push((k.into(), to_val(&v)));
-                if visited >= max {
-                    last = Some(k.into());
-                    stop = true;
-                    return false;
-                }
-                true
-            })?;
-            if stop {
-                break;
-            }
-        }
-        Ok(last)
-    }
-}
-
-fn inside_lo(lo: Bound<&[u8]>, k: &[u8]) -> bool {
-    match lo {
-        Bound::Included(l) => k >= l,
-        Bound::Excluded(l) => k > l,
-        Bound::Unbounded => true,
-    }
-}
-
-fn past(hi: Bound<&[u8]>, k: &[u8]) -> bool {
-    match hi {
-        Bound::Included(h) => k > h,
-        Bound::Excluded(h) => k >= h,
-        Bound::Unbounded => false,
     }
 }

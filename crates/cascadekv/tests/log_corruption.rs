@@ -1,178 +1,11 @@
-//! Byte sweeps over logs: torn tails end a log cleanly, damage followed by records
-//! that were durable is `Corruption`, stale records of a reused chunk never come back,
-//! and a flipped bit anywhere in a synced record is never returned as data.
+//! A flipped bit in a key-value-separated value is reported when the key is read,
+//! never returned as data. (Byte sweeps over the log format itself are unit tests in
+//! `src/log/tests.rs`.)
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use cascadekv::log::{self, Kind, LogWriter, RecordIn};
-use cascadekv::pmem::{Device, Pool, PoolGeometry, SimDevice, CHUNK_HEADER_LEN};
-use cascadekv::{Db, Error, Options};
-
-const CHUNK: u64 = 64 << 10;
-
-fn pool_on(dev: Arc<SimDevice>) -> Pool {
-    let geo = PoolGeometry {
-        pool_size: dev.len(),
-        chunk_size: CHUNK,
-    };
-    Pool::open(Path::new("sim-pool"), &Device::Sim(dev), geo, true).expect("pool")
-}
-
-/// Writes `n` synced puts to one log and returns (pool, record addresses).
-fn synced_log(n: u64) -> (Arc<SimDevice>, Arc<Pool>, Vec<u64>) {
-    let dev = Arc::new(SimDevice::new(2 << 20));
-    let pool = Arc::new(pool_on(dev.clone()));
-    let mut w = LogWriter::new(pool.clone(), 1);
-    let mut addrs = Vec::new();
-    for i in 0..n {
-        let key = format!("key{i:04}");
-        let val = vec![i as u8; (i % 50) as usize];
-        let a = w
-            .append(&RecordIn {
-                kind: Kind::Put,
-                lsn: i + 1,
-                in_batch: false,
-                key: key.as_bytes(),
-                value: &val,
-            })
-            .expect("append");
-        w.sync().expect("sync");
-        addrs.push(a);
-    }
-    (dev, pool, addrs)
-}
-
-fn replayed(pool: &Pool) -> Result<Vec<u64>, Error> {
-    let d = log::discover(pool)?;
-    let mut lsns = Vec::new();
-    for l in &d.logs {
-        log::replay(pool, l, |r, _| {
-            lsns.push(r.lsn);
-            Ok(())
-        })?;
-    }
-    Ok(lsns)
-}
-
-fn reopen(img: Vec<u8>) -> Pool {
-    pool_on(Arc::new(SimDevice::from_image(img)))
-}
-
-#[test]
-fn torn_tail_at_every_offset_ends_the_log_cleanly() {
-    let (dev, _pool, addrs) = synced_log(40);
-    let clean = dev.crash_image(cascadekv::pmem::CrashMode::DropAll);
-    // Damage the last three records at every byte: zero from that byte to the end of
-    // the chunk, as a tail that never reached media would look.
-    let first = addrs[addrs.len() - 3];
-    let chunk_end = (first / CHUNK + 1) * CHUNK;
-    for cut in first..chunk_end.min(first + 400) {
-        let mut img = clean.clone();
-        for b in &mut img[cut as usize..chunk_end as usize] {
-            *b = 0;
-        }
-        let pool = reopen(img);
-        let got = replayed(&pool).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
-        let whole = addrs.iter().filter(|a| **a < cut).count();
-        // Records that start before the cut survive only if they end before it.
-        assert!(
-            got.len() == whole || got.len() + 1 == whole,
-            "cut {cut}: {} of {whole}",
-            got.len()
-        );
-        assert_eq!(
-            got,
-            (1..=got.len() as u64).collect::<Vec<_>>(),
-            "cut {cut}: not a prefix"
-        );
-    }
-}
-
-#[test]
-fn damaged_record_followed_by_durable_records_is_corruption() {
-    let (dev, _pool, addrs) = synced_log(40);
-    let clean = dev.crash_image(cascadekv::pmem::CrashMode::DropAll);
-    for (i, a) in addrs.iter().enumerate().take(35).skip(1) {
-        for byte in [0u64, 5, 12, 17] {
-            let mut img = clean.clone();
-            img[(a + byte) as usize] ^= 0x40;
-            let pool = reopen(img);
-            match replayed(&pool) {
-                Err(e) => assert!(e.is_corruption(), "record {i}: {e}"),
-                Ok(l) => panic!(
-                    "record {i} byte {byte}: flip went unnoticed, replayed {}",
-                    l.len()
-                ),
-            }
-        }
-    }
-}
-
-#[test]
-fn stale_records_of_a_reused_chunk_do_not_come_back() {
-    let (_dev, pool, addrs) = synced_log(60);
-    let d = log::discover(&pool).expect("discover");
-    let segs: Vec<(u64, u64)> = d.logs[0]
-        .segments
-        .iter()
-        .map(|s| (s.chunk, s.span))
-        .collect();
-    pool.free_chunks(&segs).expect("free");
-    // A new log reuses the chunk and writes fewer records over the old ones.
-    let mut w = LogWriter::new(pool.clone(), 2);
-    for i in 0..3u64 {
-        w.append(&RecordIn {
-            kind: Kind::Put,
-            lsn: 1000 + i,
-            in_batch: false,
-            key: b"fresh",
-            value: b"v",
-        })
-        .expect("append");
-    }
-    w.sync().expect("sync");
-    assert_eq!(w.segments()[0].0, segs[0].0, "chunk was not reused");
-    assert!(addrs.len() > 3);
-    assert_eq!(replayed(&pool).expect("replay"), vec![1000, 1001, 1002]);
-}
-
-#[test]
-fn corrupted_chunk_header_or_missing_segment_is_reported() {
-    let dev = Arc::new(SimDevice::new(2 << 20));
-    let pool = Arc::new(pool_on(dev.clone()));
-    let mut w = LogWriter::new(pool.clone(), 1);
-    for i in 0..3000u64 {
-        w.append(&RecordIn {
-            kind: Kind::Put,
-            lsn: i + 1,
-            in_batch: false,
-            key: &i.to_be_bytes(),
-            value: &[7u8; 40],
-        })
-        .expect("append");
-    }
-    w.sync().expect("sync");
-    let segs = w.segments().to_vec();
-    assert!(segs.len() >= 3, "need several segments, got {}", segs.len());
-    let img = dev.crash_image(cascadekv::pmem::CrashMode::DropAll);
-    // Destroy the header of a middle segment: the log now has a gap.
-    let mut bad = img.clone();
-    let mid = segs[1].0 * CHUNK;
-    for b in &mut bad[mid as usize..(mid + CHUNK_HEADER_LEN) as usize] {
-        *b = 0xFF;
-    }
-    let err = log::discover(&reopen(bad))
-        .map(|_| ())
-        .expect_err("gap not noticed");
-    assert!(err.is_corruption(), "{err}");
-    // Damage inside a completed (non-last) segment is corruption even without marks.
-    let mut bad = img;
-    let off = segs[0].0 * CHUNK + CHUNK / 2;
-    bad[off as usize] ^= 1;
-    let err = replayed(&reopen(bad)).expect_err("damage in a completed segment not noticed");
-    assert!(err.is_corruption(), "{err}");
-}
+use cascadekv::{Db, Durability, Options};
+use common::{xor_byte, PoolFile};
 
 #[test]
 fn flipped_bits_in_a_separated_value_are_reported_on_read() {
@@ -184,26 +17,32 @@ fn flipped_bits_in_a_separated_value_are_reported_on_read() {
         inline_threshold: 16,
         ..Options::default()
     };
-    let db = Db::open(&dir, opts).expect("open");
-    db.put_with(b"big", &[9u8; 300], cascadekv::Durability::Sync)
-        .expect("put");
-    // Find the record through the pool and flip a value byte in place.
-    let pool = db.pool().clone();
-    let d = log::discover(&pool).expect("discover");
-    let mut addr = None;
-    for l in &d.logs {
-        log::replay(&pool, l, |r, a| {
-            if r.key == b"big" {
-                addr = Some(a);
-            }
-            Ok(())
-        })
-        .expect("replay");
+    let db = Db::open(&dir, opts).unwrap_or_else(|e| panic!("open: {e}"));
+    let value = [0x5Au8; 300];
+    db.put_with(b"big", &value, Durability::Sync)
+        .unwrap_or_else(|e| panic!("put: {e}"));
+    db.put_with(b"other", &[0x3Cu8; 300], Durability::Sync)
+        .unwrap_or_else(|e| panic!("put: {e}"));
+    // The value is in the log record; find it in the file and damage one byte.
+    let pool = PoolFile::read(&dir);
+    let at = pool
+        .find(&value, 0)
+        .unwrap_or_else(|| panic!("value not in the pool file"));
+    for (i, off) in [0usize, 100, 299].into_iter().enumerate() {
+        let mask = 1u8 << (i + 1);
+        xor_byte(&pool.path, (at + off) as u64, mask);
+        let err = db
+            .get(b"big")
+            .err()
+            .unwrap_or_else(|| panic!("flipped value byte {off} returned as data"));
+        assert!(err.is_corruption(), "{err}");
+        assert_eq!(
+            db.get(b"other").ok().flatten().as_deref(),
+            Some(&[0x3Cu8; 300][..])
+        );
+        xor_byte(&pool.path, (at + off) as u64, mask);
+        assert_eq!(db.get(b"big").ok().flatten().as_deref(), Some(&value[..]));
     }
-    let a = addr.expect("record found");
-    pool.mem().write(a + 100, &[0u8]).expect("write");
-    let err = db.get(b"big").expect_err("flipped value returned as data");
-    assert!(err.is_corruption(), "{err}");
     drop(db);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,8 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cascadekv::pmem::{CrashMode, SimDevice};
-use cascadekv::{Db, Durability, Options, WriteBatch};
+use cascadekv::{CrashMode, Db, Durability, Options, SimDevice, WriteBatch};
 use parking_lot::Mutex;
 
 const THREADS: u64 = 2;

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod common;
+
 use cascadekv::{Db, Error, Options};
+use common::{xor_byte, PoolFile};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("ckv-stages-{name}-{}", std::process::id()));
@@ -178,18 +181,15 @@ fn flipped_bits_in_tables_are_corruption_never_wrong_data() -> cascadekv::Result
     }
     db.flush_faststore()?;
     db.compact()?;
-    // Find table chunks and flip bytes in them, one at a time.
-    let pool = db.pool().clone();
-    let table_chunks: Vec<u64> = (0..pool.chunk_count())
-        .filter(|c| matches!(pool.chunk_header(*c), Ok(Some(h)) if h.kind == cascadekv::pmem::ChunkKind::Table))
-        .collect();
+    // Find table chunks and flip bytes in them, one at a time, through the file.
+    let pool = PoolFile::read(&dir);
+    let table_chunks = pool.chunks_of_kind(common::KIND_TABLE);
     assert!(!table_chunks.is_empty());
     let mut detected = 0;
     for (n, off) in (64..30_000u64).step_by(1999).enumerate() {
         let c = table_chunks[n % table_chunks.len()];
         let addr = pool.chunk_offset(c) + off;
-        let orig = pool.mem().read(addr, 1)?[0];
-        pool.mem().write(addr, &[orig ^ 0x04])?;
+        xor_byte(&pool.path, addr, 0x04);
         for (k, v) in model.iter().step_by(17) {
             match db.get(k) {
                 Ok(Some(got)) => assert_eq!(&got, v, "wrong data after flipping {addr}"),
@@ -200,7 +200,7 @@ fn flipped_bits_in_tables_are_corruption_never_wrong_data() -> cascadekv::Result
                 }
             }
         }
-        pool.mem().write(addr, &[orig])?;
+        xor_byte(&pool.path, addr, 0x04);
     }
     assert!(detected > 0, "no flip was noticed");
     drop(db);
@@ -211,10 +211,8 @@ fn flipped_bits_in_tables_are_corruption_never_wrong_data() -> cascadekv::Result
 #[test]
 fn damaged_manifest_is_reported_at_open() -> cascadekv::Result<()> {
     let dir = tmp("manflip");
-    let chunk_size;
     {
         let db = Db::open(&dir, opts(false))?;
-        chunk_size = db.pool().chunk_size();
         for round in 0..2u32 {
             for i in 0..3000u32 {
                 db.put(&key(i), &val(i, round))?;
@@ -224,19 +222,13 @@ fn damaged_manifest_is_reported_at_open() -> cascadekv::Result<()> {
             db.flush_faststore()?;
         }
     }
-    let path = dir.join("pool");
-    let bytes = std::fs::read(&path).map_err(|e| Error::io("read", e))?;
-    let manifest_chunks: Vec<usize> = (0..bytes.len() / chunk_size as usize)
-        .filter(|c| {
-            let off = c * chunk_size as usize;
-            matches!(cascadekv::pmem::ChunkHeader::decode(&bytes[off..off + 64]),
-                     Some(h) if h.kind == cascadekv::pmem::ChunkKind::Manifest)
-        })
-        .collect();
+    let pool = PoolFile::read(&dir);
+    let (path, bytes, chunk_size) = (pool.path.clone(), pool.bytes.clone(), pool.chunk_size);
+    let manifest_chunks = pool.chunks_of_kind(common::KIND_MANIFEST);
     assert_eq!(manifest_chunks.len(), 1, "one live manifest log");
     for delta in [20usize, 40, 70] {
         let mut bad = bytes.clone();
-        bad[manifest_chunks[0] * chunk_size as usize + 64 + delta] ^= 0x01;
+        bad[(manifest_chunks[0] * chunk_size) as usize + 64 + delta] ^= 0x01;
         std::fs::write(&path, &bad).map_err(|e| Error::io("write", e))?;
         match Db::open(&dir, opts(false)) {
             Err(e) => assert!(e.is_corruption(), "{e}"),

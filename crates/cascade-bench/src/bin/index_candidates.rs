@@ -100,18 +100,18 @@ impl Index for SkipList {
     }
 }
 
-/// (d) CascadeKV's own B-link tree (`cascadekv::faststore::Index`): inline key
+/// (d) CascadeKV's own B-link tree (`cascadekv::internals::Index`): inline key
 /// prefixes, per-leaf locks, copy-on-write inner nodes. Values are stored inline.
-struct Own(cascadekv::faststore::Index, cascadekv::snapshot::Snapshots);
+struct Own(cascadekv::internals::Index, cascadekv::internals::Snapshots);
 
 impl Index for Own {
     fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
-        let v = cascadekv::faststore::Version {
+        let v = cascadekv::internals::Version {
             lsn,
             epoch: 1,
-            val: cascadekv::faststore::Val::inline(&value.to_le_bytes()),
+            val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
         };
-        self.0.put_validate(key, v, &self.1) == cascadekv::faststore::PutOutcome::Replaced
+        self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
     }
 
     fn get(&self, key: &[u8]) -> Option<u64> {
@@ -409,7 +409,7 @@ fn main() {
                 "d" => (
                     "cascadekv B-link tree",
                     bench(
-                        &Own(cascadekv::faststore::Index::new(), Default::default()),
+                        &Own(cascadekv::internals::Index::new(), Default::default()),
                         &keys,
                         args.threads,
                     ),

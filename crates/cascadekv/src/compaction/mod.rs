@@ -20,47 +20,42 @@
 //! Thread-safety: `run` reads immutable inputs and writes only new chunks; it may run
 //! while readers and writers work and while a flush adds newer buffer-trees.
 
-pub mod merge;
+mod merge;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use merge::{merge, RunCursor};
 
 use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
-use crate::faststore::Val;
-use crate::log::record::encoded_len;
 use crate::pmem::Pool;
-use crate::stablestore::TableSet;
-use crate::table::block::TableValue;
-use crate::table::{Lst, LstBuilder, TableWriter};
+use crate::stablestore::StableStore;
+use crate::table::builder::TableOptions;
+use crate::table::{Lst, TableWriter};
+use crate::value::ValueRef;
+use crate::vlog::segments::DeadTally;
+use crate::vlog::{RetainedSegments, SegmentDead};
 
 /// What a compaction works on.
 #[derive(Debug)]
-pub struct Input {
+pub(crate) struct Input {
     /// Buffer-trees, newest first.
     pub trees: Vec<Arc<BufferTree>>,
     /// The StableStore.
-    pub stable: Arc<TableSet>,
-    /// Retained log segments (first chunk → (span, live bytes)) for dead accounting.
-    pub retained: BTreeMap<u64, (u64, u64)>,
+    pub stable: Arc<StableStore>,
+    /// Retained log segments, for dead-byte accounting.
+    pub retained: RetainedSegments,
     /// The pool.
     pub pool: Arc<Pool>,
-    /// LST id source.
-    pub ids: Arc<AtomicU64>,
-    /// Block size.
-    pub block_size: usize,
-    /// Largest LST in bytes.
-    pub lst_max_bytes: usize,
+    /// How output tables are cut.
+    pub topts: TableOptions,
     /// Merge threads.
     pub threads: usize,
 }
 
 /// What a compaction produced.
 #[derive(Debug, Default)]
-pub struct Output {
+pub(crate) struct Output {
     /// Buffer tables moved to StableStore unchanged.
     pub moved: Vec<Arc<Lst>>,
     /// Tables replaced (buffer and stable); obsolete once the edit is durable.
@@ -70,7 +65,7 @@ pub struct Output {
     /// New tables, in key order.
     pub created: Vec<Arc<Lst>>,
     /// Separated value bytes made dead, by retained segment.
-    pub dead: Vec<(u64, u64)>,
+    pub dead: Vec<SegmentDead>,
     /// Table bytes written.
     pub bytes_written: u64,
     /// Entries read from rewritten tables.
@@ -95,7 +90,7 @@ struct Unit {
 }
 
 /// Runs a compaction.
-pub fn run(input: &Input) -> Result<Output> {
+pub(crate) fn run(input: &Input) -> Result<Output> {
     let mut out = Output::default();
     let nruns = input.trees.len() + 1;
     // 1. Pick: clusters of overlapping tables.
@@ -103,7 +98,13 @@ pub fn run(input: &Input) -> Result<Output> {
     for (i, t) in input.trees.iter().enumerate() {
         all.extend(t.tables.tables().map(|l| (l.clone(), Src::Tree(i))));
     }
-    all.extend(input.stable.tables().map(|l| (l.clone(), Src::Stable)));
+    all.extend(
+        input
+            .stable
+            .tables()
+            .tables()
+            .map(|l| (l.clone(), Src::Stable)),
+    );
     all.sort_by(|a, b| a.0.min_key.cmp(&b.0.min_key));
     let mut clusters: Vec<Vec<(Arc<Lst>, Src)>> = Vec::new();
     let mut cur_max: Option<Box<[u8]>> = None;
@@ -187,29 +188,35 @@ pub fn run(input: &Input) -> Result<Output> {
             .collect()
     });
     let mut per_unit: Vec<(usize, Vec<Arc<Lst>>)> = Vec::new();
-    let mut dead: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut dead = DeadTally::default();
     for r in results {
-        let (u, d, written, n) = r?;
-        per_unit.extend(u);
-        for (c, b) in d {
-            *dead.entry(c).or_insert(0) += b;
-        }
-        out.bytes_written += written;
-        out.entries_out += n;
+        let r = r?;
+        per_unit.extend(r.made);
+        dead.merge(r.dead);
+        out.bytes_written += r.written;
+        out.entries_out += r.entries;
     }
     per_unit.sort_by_key(|(i, _)| *i);
     out.created = per_unit.into_iter().flat_map(|(_, l)| l).collect();
-    out.dead = dead.into_iter().collect();
+    out.dead = dead.finish();
     Ok(out)
 }
 
-type UnitResult = (Vec<(usize, Vec<Arc<Lst>>)>, Vec<(u64, u64)>, u64, u64);
+/// What one merge thread produced.
+struct UnitResult {
+    /// Tables per unit index.
+    made: Vec<(usize, Vec<Arc<Lst>>)>,
+    dead: DeadTally,
+    written: u64,
+    entries: u64,
+}
 
 fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Result<UnitResult> {
     let mut writer = TableWriter::new(input.pool.clone());
-    let mut builder = LstBuilder::new(input.block_size, input.lst_max_bytes, input.ids.clone());
+    let mut builder = input.topts.builder();
     let mut made = Vec::new();
-    let mut dead: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut dead = DeadTally::default();
+    let chunk_size = input.pool.chunk_size();
     let mut n = 0u64;
     for (ui, u) in units.iter().enumerate().skip(t).step_by(threads) {
         let mut cursors: Vec<RunCursor> = u
@@ -221,22 +228,21 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
         merge(
             &mut cursors,
             |k, v| {
-                let tv = match &v {
-                    // The output is the last stage: a tombstone has nothing to hide.
-                    Val::Tomb => return Ok(()),
-                    Val::Addr { addr, len } => TableValue::Separated {
-                        addr: *addr,
-                        len: *len,
-                    },
-                    other => TableValue::Inline(other.inline_bytes().unwrap_or(&[])),
-                };
+                // The output is the last stage: a tombstone has nothing to hide.
+                if v == ValueRef::Tombstone {
+                    return Ok(());
+                }
                 n += 1;
-                if let Some(b) = builder.add(&k, &tv) {
+                if let Some(b) = builder.add(k, &v) {
                     lsts.push(writer.place(b)?);
                 }
                 Ok(())
             },
-            |k, v| note_dead(input, &mut dead, k, v),
+            |k, v| {
+                if let Some(p) = v.ptr() {
+                    dead.note(&input.retained, chunk_size, k.len(), p);
+                }
+            },
         )?;
         if let Some(b) = builder.finish() {
             lsts.push(writer.place(b)?);
@@ -244,21 +250,10 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
         made.push((ui, lsts));
     }
     writer.sync()?;
-    Ok((made, dead.into_iter().collect(), writer.bytes_written(), n))
-}
-
-/// Counts a dropped separated value as dead bytes of its retained log segment.
-fn note_dead(input: &Input, dead: &mut BTreeMap<u64, u64>, key: &[u8], v: &Val) {
-    if let Val::Addr { addr, len } = v {
-        let chunk = addr / input.pool.chunk_size();
-        let seg = input
-            .retained
-            .range(..=chunk)
-            .next_back()
-            .filter(|(c, (span, _))| chunk < *c + *span)
-            .map(|(c, _)| *c);
-        if let Some(seg) = seg {
-            *dead.entry(seg).or_insert(0) += encoded_len(key.len(), *len as usize, false);
-        }
-    }
+    Ok(UnitResult {
+        made,
+        dead,
+        written: writer.bytes_written(),
+        entries: n,
+    })
 }

@@ -12,15 +12,16 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::engine::Engine;
 use super::load::LoadMode;
-use super::{compact, flush, switch_locked, Inner};
+use super::{compact, flush};
 use crate::error::{Error, Result};
 
 const WINDOW: Duration = Duration::from_millis(50);
 
 /// Wake-up and stop flags shared with the threads.
 #[derive(Debug, Default)]
-pub struct Signal {
+pub(crate) struct Signal {
     woken: Mutex<bool>,
     cv: Condvar,
     stop: AtomicBool,
@@ -53,26 +54,26 @@ impl Signal {
 }
 
 /// Starts the flush and compaction threads.
-pub(crate) fn start(inner: &Arc<Inner>) -> Result<Vec<std::thread::JoinHandle<()>>> {
-    let spawn = |name: &str, f: fn(&Inner) -> Result<()>| {
-        let inner = inner.clone();
+pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<()>>> {
+    let spawn = |name: &str, f: fn(&Engine) -> Result<()>| {
+        let engine = engine.clone();
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                while !inner.bg.stopped() {
-                    match f(&inner) {
-                        Ok(()) => inner.space_blocked.store(false, Ordering::Release),
+                while !engine.bg.stopped() {
+                    match f(&engine) {
+                        Ok(()) => engine.space_blocked.store(false, Ordering::Release),
                         // Out of space is not a broken store: writers get PoolFull
                         // instead of waiting, and the work is retried next window.
                         Err(Error::PoolFull { .. }) => {
-                            inner.space_blocked.store(true, Ordering::Release)
+                            engine.space_blocked.store(true, Ordering::Release)
                         }
                         Err(e) => {
-                            inner.poison(&e);
+                            engine.poison(&e);
                             return;
                         }
                     }
-                    inner.bg.wait();
+                    engine.bg.wait();
                 }
             })
             .map_err(|e| Error::io("starting a background thread", e))
@@ -83,32 +84,27 @@ pub(crate) fn start(inner: &Arc<Inner>) -> Result<Vec<std::thread::JoinHandle<()
     ])
 }
 
-fn flush_step(inner: &Inner) -> Result<()> {
-    while !inner.bg.stopped() && flush::flush_oldest(inner)? {}
+fn flush_step(engine: &Engine) -> Result<()> {
+    while !engine.bg.stopped() && flush::flush_oldest(engine)? {}
     // Read-only load: move a partly filled FastStore on to the read-optimized stages.
-    let stages = inner.stages.load_full();
-    if inner.opts.flush_when_read_only
-        && inner.load.mode() == LoadMode::ReadOnly
+    let stages = engine.stages.load_full();
+    if engine.opts.flush_when_read_only
+        && engine.load.mode() == LoadMode::ReadOnly
         && stages.immutable.is_empty()
         && !stages.active.index().is_empty()
+        && engine.switch(&stages.active, true)
     {
-        let switched = {
-            let _g = inner.stage_lock.lock();
-            switch_locked(inner, &stages.active)
-        };
-        if switched {
-            flush::flush_oldest(inner)?;
-        }
+        flush::flush_oldest(engine)?;
     }
     Ok(())
 }
 
-fn compact_step(inner: &Inner) -> Result<()> {
-    let mode = inner.load.update();
+fn compact_step(engine: &Engine) -> Result<()> {
+    let mode = engine.load.update();
     let threshold = match mode {
-        LoadMode::WriteHeavy => inner.opts.buffer_trees_write_heavy,
-        LoadMode::ReadHeavy | LoadMode::ReadOnly => inner.opts.buffer_trees_read_heavy,
+        LoadMode::WriteHeavy => engine.opts.buffer_trees_write_heavy,
+        LoadMode::ReadHeavy | LoadMode::ReadOnly => engine.opts.buffer_trees_read_heavy,
     };
-    compact::compact(inner, threshold)?;
+    compact::compact(engine, threshold)?;
     Ok(())
 }

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 /// The mode in effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum LoadMode {
+pub(crate) enum LoadMode {
     /// Writes dominate (or no traffic).
     WriteHeavy = 0,
     /// Reads outnumber writes.
@@ -46,7 +46,7 @@ thread_local! {
 
 /// Counts operations and classifies the recent mix.
 #[derive(Debug, Default)]
-pub struct LoadTracker {
+pub(crate) struct LoadTracker {
     reads: AtomicU64,
     writes: AtomicU64,
     mode: AtomicU8,

@@ -1,50 +1,37 @@
-//! Opening a store: directory checks, the lock file, the pool, and recovery
-//! (FluidKV §5.5).
+//! Opening a store: directory checks, the lock file, the pool, then recovery
+//! (`recovery.rs`, FluidKV §5.5) and the engine state it starts from.
 //!
-//! Recovery walks the pool once (`log::discover`), reads the newest valid manifest,
-//! rebuilds buffer-trees and StableStore from it and frees table chunks no live table
-//! lives in (interrupted flushes and compactions). Logs of flushed generations are not
-//! replayed: their segments are freed, except those holding separated values that
-//! tables reference. The other logs are replayed into one FastStore, in parallel on
-//! `Options::recovery_threads` threads: replay is order-independent (the largest LSN
-//! per key wins), so each thread sorts what it read and the sorted runs are merged.
-//! LSN counters restart above the largest LSN seen.
+//! Order: the pool is opened (header and bitmap validated) and marked "not cleanly
+//! closed" before anything else is written, so a crash from here on is never taken for
+//! a clean shutdown.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use std::collections::BTreeMap;
-
 use super::background::Signal;
+use super::engine::{Counters, Engine};
 use super::load::LoadTracker;
-use super::lsn::Lsns;
-use super::{Counters, Inner, Options, RecoveryInfo, Stages};
-use crate::bufferstore::BufferTree;
+use super::recovery::{load_tables, replay_all};
+use super::{Options, RecoveryInfo};
+use crate::epoch::Snapshots;
 use crate::error::{Error, Result};
-use crate::log::Discovery;
-use crate::manifest::{self, Manifest, ManifestState};
-use crate::pmem::{ChunkKind, CHUNK_HEADER_LEN};
-use crate::stablestore::TableSet;
-use crate::table::{Lst, LstMeta, TableChunk};
-use std::cmp::Ordering;
-
-use crate::faststore::ikey::IKey;
-use crate::faststore::{entry_dram, FastStore, Val, Version};
-use crate::log::{self, Kind, LogInfo};
+use crate::faststore::{FastStore, Lsns};
+use crate::log::{self, LogInfo};
+use crate::manifest::{self, Manifest};
 use crate::pmem::{Device, Pool, PoolGeometry};
-use crate::snapshot::Snapshots;
+use crate::stages::{StageSet, Stages};
+use crate::table::builder::TableOptions;
 
 /// Name of the pool file inside the data directory.
-pub const POOL_FILE: &str = "pool";
+pub(crate) const POOL_FILE: &str = "pool";
 /// Name of the lock file inside the data directory.
-pub const LOCK_FILE: &str = "LOCK";
+pub(crate) const LOCK_FILE: &str = "LOCK";
 
-pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
+pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
     opts.validate()?;
     if !dir.exists() {
         if !opts.create_if_missing {
@@ -100,7 +87,7 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
     let drop_segs: Vec<(u64, u64)> = flushed
         .iter()
         .flat_map(|l| l.segments.iter())
-        .filter(|s| !state.retained.contains_key(&s.chunk))
+        .filter(|s| !state.retained.contains(s.chunk))
         .map(|s| (s.chunk, s.span))
         .collect();
     pool.free_chunks(&drop_segs)?;
@@ -116,7 +103,11 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
     let max_lsn = replay_all(&pool, &fs, &live, &opts, &mut info)?;
     info.logs = live.len() as u64;
     info.tables = state.all_lsts().count() as u64;
-    let lst_ids = Arc::new(AtomicU64::new(state.next_lst_id.max(1)));
+    let topts = TableOptions {
+        block_size: opts.block_size,
+        max_bytes: opts.table_max_bytes,
+        ids: Arc::new(AtomicU64::new(state.next_lst_id.max(1))),
+    };
     let old: Vec<(u64, u64)> = man
         .current
         .map(|m| m.segments.iter().map(|s| (s.chunk, s.span)).collect())
@@ -124,20 +115,19 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
     let manifest = Manifest::open(pool.clone(), state, old);
     info.replay_micros = start.elapsed().as_micros() as u64;
     let active_bytes = fs.dram_bytes();
-    Ok(Inner {
+    Ok(Engine {
         dir,
         pool,
-        stages: ArcSwap::from_pointee(Stages {
+        stages: StageSet::new(Stages {
             active: fs,
             immutable: Vec::new(),
             buffer,
             stable: Arc::new(stable),
         }),
-        stage_lock: Mutex::new(()),
         flush_lock: Mutex::new(()),
         compact_lock: Mutex::new(()),
         manifest,
-        lst_ids,
+        topts,
         lsns: Lsns::new(max_lsn + 1),
         snaps,
         next_generation: AtomicU64::new(generation + 1),
@@ -153,75 +143,6 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Inner> {
         opts,
         _lock: lock,
     })
-}
-
-/// Rebuilds buffer-trees and StableStore from the manifest and frees table chunks no
-/// live table lives in (half-built or obsolete tables of an interrupted flush or
-/// compaction).
-fn load_tables(
-    pool: &Arc<Pool>,
-    disc: &Discovery,
-    state: &ManifestState,
-) -> Result<(Vec<Arc<BufferTree>>, TableSet)> {
-    // Table allocations by first chunk.
-    let allocs: BTreeMap<u64, u64> = disc
-        .others
-        .iter()
-        .filter(|(h, _)| h.kind == ChunkKind::Table)
-        .map(|(h, c)| (*c, u64::from(h.span).max(1)))
-        .collect();
-    let mut chunks: BTreeMap<u64, Arc<TableChunk>> = BTreeMap::new();
-    let cs = pool.chunk_size();
-    let mut handle = |m: &LstMeta| -> Result<Arc<Lst>> {
-        if m.index_units == 0 || m.index_off >= m.size || m.min_key > m.max_key {
-            return Err(Error::corruption(
-                pool.path(),
-                m.base,
-                format!("manifest entry of table {} is inconsistent", m.id),
-            ));
-        }
-        let c = m.base / cs;
-        let found = allocs.range(..=c).next_back().filter(|(f, span)| {
-            c < *f + *span
-                && m.base >= *f * cs + CHUNK_HEADER_LEN
-                && m.base + u64::from(m.size) <= (*f + *span) * cs
-        });
-        let Some((first, span)) = found else {
-            return Err(Error::corruption(
-                pool.path(),
-                m.base,
-                format!("manifest names table {} outside any table chunk", m.id),
-            ));
-        };
-        let tc = chunks
-            .entry(*first)
-            .or_insert_with(|| TableChunk::recovered(pool.clone(), *first, *span))
-            .clone();
-        Ok(Lst::from_meta(m, tc))
-    };
-    let mut buffer = Vec::with_capacity(state.trees.len());
-    for (seq, metas) in state.trees.iter().rev() {
-        let lsts = metas.iter().map(&mut handle).collect::<Result<Vec<_>>>()?;
-        buffer.push(Arc::new(BufferTree {
-            seq: *seq,
-            generation: 0,
-            tables: TableSet::new(lsts),
-        }));
-    }
-    let stable = TableSet::new(
-        state
-            .stable
-            .values()
-            .map(&mut handle)
-            .collect::<Result<Vec<_>>>()?,
-    );
-    let unused: Vec<(u64, u64)> = allocs
-        .iter()
-        .filter(|(c, _)| !chunks.contains_key(c))
-        .map(|(c, s)| (*c, *s))
-        .collect();
-    pool.free_chunks(&unused)?;
-    Ok((buffer, stable))
 }
 
 fn take_lock(dir: &Path) -> Result<std::fs::File> {
@@ -249,155 +170,4 @@ fn has_foreign_files(dir: &Path) -> Result<bool> {
         }
     }
     Ok(false)
-}
-
-/// Replays every log into `fs`. Each thread reads its share of the logs (checksums
-/// verified) and sorts what it read by key, newest LSN first; the sorted runs are
-/// merged keeping the newest LSN per key — the same result as `put_validate` in LSN
-/// order — and the index is built bottom-up, which is far faster than random inserts.
-fn replay_all(
-    pool: &Arc<Pool>,
-    fs: &Arc<FastStore>,
-    logs: &[LogInfo],
-    opts: &Options,
-    info: &mut RecoveryInfo,
-) -> Result<u64> {
-    let inline = opts.inline_threshold;
-    let threads = opts.recovery_threads.clamp(1, logs.len().max(1));
-    type Run = Vec<(IKey, Version)>;
-    let results: Vec<Result<(Run, u64, u64, u64)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                s.spawn(move || -> Result<(Run, u64, u64, u64)> {
-                    let (mut recs, mut torn, mut max) = (0, 0, 0);
-                    let mut run: Run = Vec::new();
-                    for log in logs.iter().skip(t).step_by(threads) {
-                        let end = log::replay(pool, log, |r, addr| {
-                            let val = match r.kind {
-                                Kind::Delete => Val::Tomb,
-                                _ if r.value.len() <= inline => Val::inline(r.value),
-                                _ => Val::Addr {
-                                    addr,
-                                    len: r.value.len() as u32,
-                                },
-                            };
-                            let v = Version {
-                                lsn: r.lsn,
-                                epoch: 0,
-                                val,
-                            };
-                            run.push((IKey::new(r.key), v));
-                            Ok(())
-                        })?;
-                        recs += end.records;
-                        torn += end.torn_batch_records;
-                        max = max.max(end.max_lsn);
-                    }
-                    run.sort_unstable_by(|a, b| a.0.cmp_key(&b.0).then(b.1.lsn.cmp(&a.1.lsn)));
-                    run.dedup_by(|later, first| later.0 == first.0);
-                    Ok((run, recs, torn, max))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("recovery thread panicked".into())))
-            })
-            .collect()
-    });
-    let mut max_lsn = 0;
-    let mut runs = Vec::with_capacity(results.len());
-    for r in results {
-        let (run, recs, torn, max) = r?;
-        info.records += recs;
-        info.torn_batch_records += torn;
-        max_lsn = max_lsn.max(max);
-        runs.push(run);
-    }
-    let mut dram = 0u64;
-    let merged = merge_newest(runs).inspect(|(k, v)| dram += entry_dram(k.len(), &v.val));
-    fs.index().bulk_load(merged);
-    fs.add_recovered(
-        logs.iter()
-            .flat_map(|l| l.segments.iter().map(|s| (s.chunk, s.span))),
-        dram as usize,
-    );
-    Ok(max_lsn)
-}
-
-/// Merges runs sorted by key (one entry per key) into one sorted stream, keeping the
-/// entry with the largest LSN when several runs hold the same key.
-fn merge_newest(runs: Vec<Vec<(IKey, Version)>>) -> impl Iterator<Item = (IKey, Version)> {
-    let mut iters: Vec<std::vec::IntoIter<(IKey, Version)>> =
-        runs.into_iter().map(Vec::into_iter).collect();
-    let mut heads: Vec<Option<(IKey, Version)>> = iters.iter_mut().map(Iterator::next).collect();
-    std::iter::from_fn(move || {
-        // Smallest key among the run heads (few runs: a linear pick is enough).
-        let mut best: Option<usize> = None;
-        for (i, h) in heads.iter().enumerate() {
-            let Some((k, _)) = h else { continue };
-            let take = match best.and_then(|b| heads[b].as_ref()) {
-                Some((bk, _)) => k.cmp_key(bk) == Ordering::Less,
-                None => true,
-            };
-            if take {
-                best = Some(i);
-            }
-        }
-        let b = best?;
-        let (key, mut ver) = heads[b].take()?;
-        heads[b] = iters[b].next();
-        // The same key in other runs: keep the newest LSN, advance those runs.
-        for i in 0..heads.len() {
-            let same = heads[i]
-                .as_ref()
-                .is_some_and(|(k, _)| k.cmp_key(&key) == Ordering::Equal);
-            if same {
-                if let Some((_, v)) = heads[i].take() {
-                    if v.lsn > ver.lsn {
-                        ver = v;
-                    }
-                }
-                heads[i] = iters[i].next();
-            }
-        }
-        Some((key, ver))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::faststore::Val;
-
-    fn e(k: &str, lsn: u64) -> (IKey, Version) {
-        (
-            IKey::new(k.as_bytes()),
-            Version {
-                lsn,
-                epoch: 0,
-                val: Val::Tomb,
-            },
-        )
-    }
-
-    #[test]
-    fn merge_keeps_newest_lsn_per_key_in_order() {
-        let runs = vec![
-            vec![e("a", 1), e("c", 9), e("d", 2)],
-            vec![e("b", 4), e("c", 3), e("e", 5)],
-            vec![],
-            vec![e("a", 7), e("e", 1)],
-        ];
-        let got: Vec<(Box<[u8]>, u64)> = merge_newest(runs)
-            .map(|(k, v)| (k.to_boxed(), v.lsn))
-            .collect();
-        let want: Vec<(Box<[u8]>, u64)> = [("a", 7), ("b", 4), ("c", 9), ("d", 2), ("e", 5)]
-            .iter()
-            .map(|(k, l)| (k.as_bytes().into(), *l))
-            .collect();
-        assert_eq!(got, want);
-    }
 }

@@ -157,33 +157,33 @@ impl Stats {
 impl Db {
     /// Gathers statistics (locks each log slot briefly).
     pub fn stats(&self) -> Stats {
-        let inner = &self.inner;
-        let c = &inner.counters;
-        let stages = inner.stages.load();
+        let e = &*self.engine;
+        let c = &e.counters;
+        let stages = e.stages.load();
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let (reads, writes) = inner.load.totals();
-        let mstate = inner.manifest.state();
+        let (reads, writes) = e.load.totals();
+        let mstate = e.manifest.state();
         let mut s = Stats {
             active_generation: stages.active.generation(),
             immutable_faststores: stages.immutable.len() as u64,
             buffer_trees: stages.buffer.len() as u64,
-            stable_tables: stages.stable.len() as u64,
-            stable_entries: stages.stable.entries(),
-            stable_bytes: stages.stable.bytes(),
-            stable_dram_bytes: stages.stable.dram_bytes(),
+            stable_tables: stages.stable.tables().len() as u64,
+            stable_entries: stages.stable.tables().entries(),
+            stable_bytes: stages.stable.tables().bytes(),
+            stable_dram_bytes: stages.stable.tables().dram_bytes(),
             retained_segments: mstate.retained.len() as u64,
-            retained_live_bytes: mstate.retained.values().map(|(_, l)| *l).sum(),
-            pool_bytes_total: inner.pool.chunk_count() * inner.pool.chunk_size(),
-            pool_bytes_used: inner.pool.used_bytes(),
-            pool_bytes_free: inner.pool.free_bytes(),
-            chunk_size: inner.pool.chunk_size(),
-            backend: match inner.pool.backend() {
+            retained_live_bytes: mstate.retained.live_bytes(),
+            pool_bytes_total: e.pool.chunk_count() * e.pool.chunk_size(),
+            pool_bytes_used: e.pool.used_bytes(),
+            pool_bytes_free: e.pool.free_bytes(),
+            chunk_size: e.pool.chunk_size(),
+            backend: match e.pool.backend() {
                 Backend::Dax => "dax",
                 Backend::Msync => "msync",
                 Backend::Sim => "sim",
             },
-            live_snapshots: inner.snaps.live() as u64,
-            max_lsn: inner.lsns.max_issued(),
+            live_snapshots: e.snaps.live() as u64,
+            max_lsn: e.lsns.max_issued(),
             faststore_switches: ld(&c.switches),
             flushes: ld(&c.flushes),
             flush_bytes: ld(&c.flush_bytes),
@@ -196,12 +196,12 @@ impl Db {
             user_bytes_written: ld(&c.retired_user_bytes),
             stalls: ld(&c.stalls),
             stall_micros: ld(&c.stall_micros),
-            load_mode: inner.load.mode().name(),
+            load_mode: e.load.mode().name(),
             reads,
             writes,
-            recovered_clean: inner.recovery.clean_shutdown,
-            recovered_records: inner.recovery.records,
-            recovery_micros: inner.recovery.replay_micros,
+            recovered_clean: e.recovery.clean_shutdown,
+            recovered_records: e.recovery.records,
+            recovery_micros: e.recovery.replay_micros,
             ..Stats::default()
         };
         for fs in stages.fast() {

@@ -29,10 +29,11 @@ use parking_lot::{Mutex, RwLock};
 
 use super::ikey::{IKey, Probe};
 use super::node::{
-    first_leaf, update, visible, Entry, Inner, Leaf, LeafNode, Node, SlotState, INNER_CAP, LEAF_CAP,
+    first_leaf, update, visible, Entry, InnerNode, Leaf, LeafNode, Node, SlotState, INNER_CAP,
+    LEAF_CAP,
 };
 use super::version::Version;
-use crate::snapshot::Snapshots;
+use crate::epoch::Snapshots;
 
 /// Outcome of [`Index::put_validate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +167,7 @@ impl Index {
         drop(g);
         // Copy the path from the root to the leaf's parent, adding the separator.
         let root = self.root.load_full();
-        let mut path: Vec<(Arc<Inner>, usize)> = Vec::new();
+        let mut path: Vec<(Arc<InnerNode>, usize)> = Vec::new();
         let mut n = (*root).clone();
         while let Node::Inner(i) = n {
             // `sep` lies strictly inside the split leaf's old range, so descending by it
@@ -196,20 +197,20 @@ impl Index {
                 let right_seps = seps.split_off(m + 1);
                 let up = seps.pop();
                 let right_kids = kids.split_off(m + 1);
-                replacement = Some(Node::Inner(Arc::new(Inner::new(seps, kids))));
+                replacement = Some(Node::Inner(Arc::new(InnerNode::new(seps, kids))));
                 if let Some(up) = up {
-                    let right = Inner::new(right_seps, right_kids);
+                    let right = InnerNode::new(right_seps, right_kids);
                     carry = Some((up, Node::Inner(Arc::new(right))));
                 }
             } else {
-                replacement = Some(Node::Inner(Arc::new(Inner::new(seps, kids))));
+                replacement = Some(Node::Inner(Arc::new(InnerNode::new(seps, kids))));
             }
         }
         let new_root = match (replacement, carry) {
             (Some(r), None) => r,
             (left, Some((s, k))) => {
                 let left = left.unwrap_or_else(|| Node::Leaf(node.clone()));
-                Node::Inner(Arc::new(Inner::new(vec![s], vec![left, k])))
+                Node::Inner(Arc::new(InnerNode::new(vec![s], vec![left, k])))
             }
             (None, None) => return,
         };
@@ -268,7 +269,7 @@ impl Index {
                 let low = group.first().and_then(|g| g.0.clone());
                 let seps: Vec<IKey> = group.iter().skip(1).filter_map(|g| g.0.clone()).collect();
                 let kids: Vec<Node> = group.into_iter().map(|g| g.1).collect();
-                up.push((low, Node::Inner(Arc::new(Inner::new(seps, kids)))));
+                up.push((low, Node::Inner(Arc::new(InnerNode::new(seps, kids)))));
             }
             level = up;
         }

@@ -12,14 +12,23 @@
 //! and sealed by the switcher (no write can still be in flight). Readers may use any
 //! generation at any time.
 //!
-//! Thread-safety: `FastStore` is `Sync`. A slot's mutex is held for the whole of a
-//! write — LSN fetch, log append, optional sync and index update — which is what lets
-//! the switcher and snapshot creation wait for in-flight writes by locking slots.
+//! Files: [`write`] is Algorithm 1 (LSN, log append, validated index insert,
+//! accounting); [`index`] and [`node`] the B-link tree with LSN validation; [`ikey`] its
+//! key representation; [`version`] what it stores per key; [`lsn`] the LSN stripes.
+//!
+//! Thread-safety: `FastStore` is `Sync`. Each slot's `Mutex<LogSlot>` guards that
+//! slot's log writer and counters; it is held for the whole of a write — LSN fetch, log
+//! append, optional sync and index update — which is what lets the switcher and
+//! snapshot creation wait for in-flight writes by locking every slot once. `frozen` is
+//! an atomic set once by the switcher (`SeqCst`, ordered with the LSN draw).
+//! `recovered` (mutex) and `recovered_bytes` (atomic) are written at open only.
 
-pub mod ikey;
-pub mod index;
-pub mod node;
-pub mod version;
+pub(crate) mod ikey;
+pub(crate) mod index;
+pub(crate) mod lsn;
+pub(crate) mod node;
+pub(crate) mod version;
+mod write;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,15 +37,17 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 pub use index::{Index, PutOutcome};
-pub use node::ENTRY_OVERHEAD;
+pub(crate) use lsn::Lsns;
+pub(crate) use node::ENTRY_OVERHEAD;
 pub use version::{Val, Version};
+pub(crate) use write::{Op, WriteCtx, Written};
 
 use crate::log::LogWriter;
 use crate::pmem::Pool;
 
 /// One thread's log and its accounting.
 #[derive(Debug)]
-pub struct LogSlot {
+pub(crate) struct LogSlot {
     /// The thread-exclusive log.
     pub writer: LogWriter,
     /// Estimated DRAM bytes this slot's writes added to the index.
@@ -53,7 +64,7 @@ struct Padded<T>(T);
 
 /// One FastStore generation.
 #[derive(Debug)]
-pub struct FastStore {
+pub(crate) struct FastStore {
     generation: u64,
     index: Index,
     slots: Box<[Padded<Mutex<LogSlot>>]>,
@@ -70,7 +81,7 @@ thread_local! {
 }
 
 /// This thread's stable number (assigned on first use).
-pub fn thread_no() -> usize {
+pub(crate) fn thread_no() -> usize {
     THREAD_NO.with(|c| match c.get() {
         Some(n) => n,
         None => {
@@ -131,6 +142,13 @@ impl FastStore {
         Ok(())
     }
 
+    /// Waits until no write is in flight on this generation (locks each slot once).
+    pub fn wait_for_writers(&self) {
+        for s in self.slots.iter() {
+            drop(s.0.lock());
+        }
+    }
+
     /// True once the switcher froze this generation.
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(Ordering::SeqCst)
@@ -175,15 +193,10 @@ impl FastStore {
         }
         (log, user)
     }
-
-    /// Number of slots.
-    pub fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
 }
 
 /// DRAM the index spends on one entry with this key and value.
-pub fn entry_dram(key_len: usize, val: &Val) -> u64 {
+pub(crate) fn entry_dram(key_len: usize, val: &Val) -> u64 {
     let key_heap = key_len.div_ceil(16) * 16;
     (ENTRY_OVERHEAD + key_heap + val.heap_bytes()) as u64
 }

@@ -3,11 +3,11 @@
 //! A [`Leaf`] keeps up to [`LEAF_CAP`] entries in insertion order with a key-order
 //! permutation (`order`), and, inline beside its lock, each key's 8 bytes after the
 //! leaf's common prefix: a search is one branchless pass over those integers, whose
-//! cache misses overlap. An [`Inner`] node is immutable once published and is laid out
+//! cache misses overlap. An [`InnerNode`] node is immutable once published and is laid out
 //! the same way for its separators. Both strip a common prefix of up to 32 bytes so
 //! keys like YCSB's `user000…` still compare as integers.
 //!
-//! Thread-safety: a `Leaf` is only touched under its `RwLock`; `Inner` nodes are
+//! Thread-safety: a `Leaf` is only touched under its `RwLock`; `InnerNode` nodes are
 //! immutable and shared by `Arc`.
 
 use std::ops::Bound;
@@ -18,7 +18,7 @@ use parking_lot::RwLock;
 use super::ikey::{slice_at, IKey, Probe};
 use super::version::Version;
 use super::PutOutcome;
-use crate::snapshot::Snapshots;
+use crate::epoch::Snapshots;
 
 /// Entries per leaf.
 pub const LEAF_CAP: usize = 64;
@@ -71,7 +71,7 @@ pub(super) type LeafNode = RwLock<Leaf>;
 
 /// Immutable inner node; separator prefixes and children inline.
 #[derive(Debug)]
-pub(super) struct Inner {
+pub(super) struct InnerNode {
     /// Every separator starts with `pfx[..skip]`.
     pub(super) skip: usize,
     pub(super) pfx: [u8; MAX_SKIP],
@@ -84,7 +84,7 @@ pub(super) struct Inner {
 
 #[derive(Debug, Clone)]
 pub(super) enum Node {
-    Inner(Arc<Inner>),
+    Inner(Arc<InnerNode>),
     Leaf(Arc<LeafNode>),
 }
 
@@ -244,7 +244,7 @@ impl Leaf {
     }
 }
 
-impl Inner {
+impl InnerNode {
     /// Builds a node from `seps` and `kids` (`kids.len() == seps.len() + 1 <= INNER_CAP`).
     pub(super) fn new(seps: Vec<IKey>, kids: Vec<Node>) -> Self {
         let mut pfx = [0u8; MAX_SKIP];
@@ -264,7 +264,7 @@ impl Inner {
         for (slot, k) in arr.iter_mut().zip(kids) {
             *slot = Some(k);
         }
-        Inner {
+        InnerNode {
             skip,
             pfx,
             pres,
@@ -318,7 +318,7 @@ pub(super) fn strip(key: &[u8], pfx: &[u8]) -> Option<Option<u64>> {
     }
 }
 
-pub(super) fn first_leaf(i: &Inner) -> Arc<LeafNode> {
+pub(super) fn first_leaf(i: &InnerNode) -> Arc<LeafNode> {
     let mut n = i.kid(0);
     while let Some(node) = n {
         match node {

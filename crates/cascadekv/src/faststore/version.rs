@@ -3,7 +3,10 @@
 //!
 //! A value is either kept in DRAM (`Inline`, small values — FluidKV keeps 8+8 B KVs in
 //! the index, §4.2) or referenced by the address of its log record (`Addr`, key-value
-//! separation for values above `Options::inline_threshold`), or is a tombstone.
+//! separation for values above `Options::inline_threshold`), or is a tombstone. `Val` is
+//! the FastStore's DRAM representation; the other stages see [`crate::value`] types.
+
+use crate::value::{Value, ValuePtr, ValueRef};
 
 /// A value as the index stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,13 +22,8 @@ pub enum Val {
     },
     /// A longer inline value.
     Heap(Box<[u8]>),
-    /// Key-value separated: the value lives in the log record at `addr`.
-    Addr {
-        /// Pool offset of the record.
-        addr: u64,
-        /// Value length.
-        len: u32,
-    },
+    /// Key-value separated: the value lives in the log record `ptr` points at.
+    Addr(ValuePtr),
 }
 
 impl Val {
@@ -49,6 +47,33 @@ impl Val {
             Val::Tiny { len, bytes } => bytes.get(..*len as usize),
             Val::Heap(b) => Some(b),
             _ => None,
+        }
+    }
+
+    /// Borrows the value in the stage-neutral form.
+    pub fn as_value_ref(&self) -> ValueRef<'_> {
+        match self {
+            Val::Tomb => ValueRef::Tombstone,
+            Val::Addr(p) => ValueRef::Separated(*p),
+            Val::Tiny { len, bytes } => ValueRef::Inline(bytes.get(..*len as usize).unwrap_or(&[])),
+            Val::Heap(b) => ValueRef::Inline(b),
+        }
+    }
+
+    /// Converts into the stage-neutral owned form (a heap value moves, no copy).
+    pub fn into_value(self) -> Value {
+        match self {
+            Val::Heap(b) => Value::Inline(b.into_vec()),
+            other => other.as_value_ref().to_owned_value(),
+        }
+    }
+
+    /// The FastStore form of a value another stage handed over.
+    pub fn from_value_ref(v: ValueRef<'_>) -> Val {
+        match v {
+            ValueRef::Tombstone => Val::Tomb,
+            ValueRef::Inline(b) => Val::inline(b),
+            ValueRef::Separated(p) => Val::Addr(p),
         }
     }
 

@@ -1,9 +1,12 @@
 //! Thread-exclusive logs on the fast tier: record format, writer, reader.
 
-pub mod reader;
-pub mod record;
-pub mod writer;
+pub(crate) mod reader;
+pub(crate) mod record;
+pub(crate) mod writer;
 
-pub use reader::{check_chain, discover, replay, Discovery, LogInfo, ReplayEnd};
-pub use record::{Kind, RecordIn, RecordOut};
-pub use writer::LogWriter;
+pub(crate) use reader::{discover, replay, Discovery, LogInfo};
+pub(crate) use record::{Kind, RecordIn};
+pub(crate) use writer::LogWriter;
+
+#[cfg(test)]
+mod tests;

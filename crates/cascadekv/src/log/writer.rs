@@ -21,12 +21,10 @@ use std::sync::Arc;
 
 use super::record::{self, encode, encode_filler, encoded_len, placement, Kind, RecordIn};
 use crate::error::Result;
-use crate::pmem::{ChunkKind, FlushSet, Pool, CHUNK_HEADER_LEN};
+use crate::pmem::{ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
 
 #[derive(Debug)]
 struct Segment {
-    chunk: u64,
-    span: u64,
     epoch: u64,
     /// Pool offset of the segment start.
     base: u64,
@@ -34,8 +32,8 @@ struct Segment {
     cap: u64,
     /// Tail (segment-relative).
     pos: u64,
-    /// Everything before this offset has been handed to `flush`.
-    flushed: u64,
+    /// Everything before this offset has been handed to `write_back`.
+    written_back: u64,
     /// Everything before this offset is durable.
     fenced: u64,
     /// Largest `durable_upto` already written as a MARK.
@@ -51,7 +49,7 @@ pub struct LogWriter {
     log_id: Option<u64>,
     next_seq: u64,
     seg: Option<Segment>,
-    set: FlushSet,
+    set: WritebackSet,
     buf: Vec<u8>,
     /// Every segment this log has used: (first chunk, span).
     segments: Vec<(u64, u64)>,
@@ -74,16 +72,11 @@ impl LogWriter {
             log_id: None,
             next_seq: 0,
             seg: None,
-            set: FlushSet::new(),
+            set: WritebackSet::new(),
             buf: Vec::with_capacity(256),
             segments: Vec::new(),
             bytes: 0,
         }
-    }
-
-    /// The log's id (the epoch of its first segment), once it has one.
-    pub fn log_id(&self) -> Option<u64> {
-        self.log_id
     }
 
     /// Segments used so far: (first chunk, span).
@@ -142,13 +135,17 @@ impl LogWriter {
         )
     }
 
-    /// Makes every appended record durable (flush + fence through the seam).
+    /// Makes every appended record durable (write-back + fence through the seam).
     pub fn sync(&mut self) -> Result<()> {
         let mem = self.pool.mem();
         if let Some(seg) = self.seg.as_mut() {
-            if seg.pos > seg.flushed {
-                mem.flush(&mut self.set, seg.base + seg.flushed, seg.pos - seg.flushed);
-                seg.flushed = seg.pos;
+            if seg.pos > seg.written_back {
+                mem.write_back(
+                    &mut self.set,
+                    seg.base + seg.written_back,
+                    seg.pos - seg.written_back,
+                );
+                seg.written_back = seg.pos;
             }
             if seg.pos > seg.fenced {
                 mem.fence(&mut self.set)?;
@@ -190,21 +187,14 @@ impl LogWriter {
         self.next_seq += 1;
         self.segments.push((a.chunk, a.span));
         self.seg = Some(Segment {
-            chunk: a.chunk,
-            span: a.span,
             epoch: a.epoch,
             base: self.pool.chunk_offset(a.chunk),
             cap: a.span * chunk,
             pos: CHUNK_HEADER_LEN,
-            flushed: CHUNK_HEADER_LEN,
+            written_back: CHUNK_HEADER_LEN,
             fenced: CHUNK_HEADER_LEN,
             marked: CHUNK_HEADER_LEN,
         });
         Ok(())
-    }
-
-    /// The current segment as (first chunk, span), if any.
-    pub fn current_segment(&self) -> Option<(u64, u64)> {
-        self.seg.as_ref().map(|s| (s.chunk, s.span))
     }
 }

@@ -214,6 +214,7 @@ impl Allocator {
         })
     }
 
+    #[cfg(test)]
     /// Frees chunks and persists the bitmap.
     pub fn free(&self, mem: &Mem, chunk: u64, span: u64) -> Result<()> {
         self.free_many(mem, &[(chunk, span)])
@@ -263,11 +264,7 @@ impl Allocator {
         self.state.lock().used
     }
 
-    /// Chunks in the pool.
-    pub fn chunk_count(&self) -> u64 {
-        self.geo.chunk_count
-    }
-
+    #[cfg(test)]
     /// The current generation (= newest epoch handed out).
     pub fn generation(&self) -> u64 {
         self.state.lock().generation

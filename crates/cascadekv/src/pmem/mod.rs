@@ -1,13 +1,13 @@
 //! The fast tier: a mapped pool, the persistence seam, the chunk allocator and a
 //! simulated device for crash tests.
 
-pub mod alloc;
-pub mod chunk;
-pub mod persist;
-pub mod pool;
-pub mod sim;
+pub(crate) mod alloc;
+pub(crate) mod chunk;
+pub(crate) mod persist;
+pub(crate) mod pool;
+pub(crate) mod sim;
 
 pub use chunk::{ChunkHeader, ChunkKind, CHUNK_HEADER_LEN};
-pub use persist::{Backend, FlushSet, Mem};
+pub(crate) use persist::{Backend, WritebackSet};
 pub use pool::{Device, Pool, PoolGeometry};
-pub use sim::{CrashMode, SimDevice};
+pub(crate) use sim::SimDevice;

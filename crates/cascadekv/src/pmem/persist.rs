@@ -1,14 +1,15 @@
-//! The persistence seam: write / flush(range) / fence.
+//! The persistence seam: write / write back a range / fence.
 //!
 //! Every byte CascadeKV makes durable goes through [`Mem`]: a mapped region with one
-//! of three backends.
+//! of three backends. ("Write back" is the cache-line operation; in this code base
+//! "flush" means only moving a FastStore into tables.)
 //!
 //! * [`Backend::Dax`] — persistent memory mapped with `MAP_SHARED_VALIDATE | MAP_SYNC`;
-//!   `flush` issues `clwb` (or `clflushopt` / `clflush`, chosen by CPUID) per 64 B line,
-//!   `fence` is `sfence`.
+//!   `write_back` issues `clwb` (or `clflushopt` / `clflush`, chosen by CPUID) per 64 B
+//!   line, `fence` is `sfence`.
 //! * [`Backend::Msync`] — an ordinary file (or a file on `/dev/shm`) mapped shared;
-//!   `flush` records the page range in the caller's [`FlushSet`], `fence` calls
-//!   `msync(MS_SYNC)` on the batched, merged ranges.
+//!   `write_back` records the page range in the caller's [`WritebackSet`], `fence`
+//!   calls `msync(MS_SYNC)` on the batched, merged ranges.
 //! * [`Backend::Sim`] — a simulated device for tests (see [`super::sim`]) that tracks
 //!   every line as dirty / flushed / fenced and can produce crash images.
 //!
@@ -18,7 +19,8 @@
 //! writer (a thread-exclusive log, a table builder, the allocator under its lock) until
 //! it is published, and published bytes are immutable until their chunk is freed,
 //! which happens only after every reader that could hold its address is gone.
-//! A [`FlushSet`] belongs to one thread; `fence` makes durable what that set flushed.
+//! A [`WritebackSet`] belongs to one thread; `fence` makes durable what was written
+//! back through that set.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -53,14 +55,14 @@ pub enum FlushInsn {
     Clflush,
 }
 
-/// Ranges one thread has flushed but not yet fenced.
+/// Ranges one thread has written back but not yet fenced.
 #[derive(Debug, Default)]
-pub struct FlushSet {
+pub struct WritebackSet {
     /// Page- or line-aligned `[start, end)` ranges, merged when adjacent.
     ranges: Vec<(u64, u64)>,
 }
 
-impl FlushSet {
+impl WritebackSet {
     /// An empty set.
     pub fn new() -> Self {
         Self::default()
@@ -75,11 +77,6 @@ impl FlushSet {
             }
         }
         self.ranges.push((start, end));
-    }
-
-    /// True when nothing is pending.
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
     }
 
     pub(crate) fn take(&mut self) -> Vec<(u64, u64)> {
@@ -184,24 +181,9 @@ impl Mem {
         self.backend
     }
 
-    /// The cache-line flush instruction (meaningful for [`Backend::Dax`]).
-    pub fn flush_insn(&self) -> FlushInsn {
-        self.insn
-    }
-
     /// Length of the region in bytes.
     pub fn len(&self) -> u64 {
         self.len
-    }
-
-    /// True for a zero-length region.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The simulated device behind this region, if any.
-    pub fn sim_device(&self) -> Option<&Arc<SimDevice>> {
-        self.sim.as_ref()
     }
 
     fn check(&self, off: u64, len: u64) -> Result<()> {
@@ -214,7 +196,7 @@ impl Mem {
         }
     }
 
-    /// Copies `data` to `off`. Not durable until flushed and fenced.
+    /// Copies `data` to `off`. Not durable until written back and fenced.
     pub fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check(off, data.len() as u64)?;
         // SAFETY: bounds checked above; the caller owns these bytes (module invariant),
@@ -241,7 +223,7 @@ impl Mem {
 
     /// Starts write-back of `[off, off+len)`; durable after the next [`Mem::fence`]
     /// on the same `set`.
-    pub fn flush(&self, set: &mut FlushSet, off: u64, len: u64) {
+    pub fn write_back(&self, set: &mut WritebackSet, off: u64, len: u64) {
         if len == 0 {
             return;
         }
@@ -251,7 +233,7 @@ impl Mem {
                 let mut line = off & !(LINE - 1);
                 while line < end {
                     // SAFETY: `line` lies inside the mapping (clamped to `len`).
-                    unsafe { flush_line(self.insn, self.base.add(line as usize)) };
+                    unsafe { write_back_line(self.insn, self.base.add(line as usize)) };
                     line += LINE;
                 }
             }
@@ -260,8 +242,8 @@ impl Mem {
         }
     }
 
-    /// Makes every range flushed through `set` durable.
-    pub fn fence(&self, set: &mut FlushSet) -> Result<()> {
+    /// Makes every range written back through `set` durable.
+    pub fn fence(&self, set: &mut WritebackSet) -> Result<()> {
         match self.backend {
             Backend::Dax => {
                 set.take();
@@ -314,11 +296,11 @@ impl Mem {
         Ok(())
     }
 
-    /// Writes, flushes and fences `data` at `off` in one call.
+    /// Writes, writes back and fences `data` at `off` in one call.
     pub fn persist(&self, off: u64, data: &[u8]) -> Result<()> {
         self.write(off, data)?;
-        let mut set = FlushSet::new();
-        self.flush(&mut set, off, data.len() as u64);
+        let mut set = WritebackSet::new();
+        self.write_back(&mut set, off, data.len() as u64);
         self.fence(&mut set)
     }
 
@@ -333,9 +315,9 @@ impl Mem {
         }
     }
 
-    /// Flushes the whole mapping (used at clean shutdown).
+    /// Writes back and fences the whole mapping (used at clean shutdown).
     pub fn sync_all(&self) -> Result<()> {
-        let mut set = FlushSet::new();
+        let mut set = WritebackSet::new();
         match self.backend {
             Backend::Msync => set.add(0, self.len),
             _ => return Ok(()),
@@ -377,7 +359,7 @@ fn detect_flush_insn() -> FlushInsn {
 /// # Safety
 /// `p` must point into a live mapping.
 #[cfg(target_arch = "x86_64")]
-unsafe fn flush_line(insn: FlushInsn, p: *mut u8) {
+unsafe fn write_back_line(insn: FlushInsn, p: *mut u8) {
     // SAFETY: `p` is a valid address (caller); these instructions only write back a
     // cache line and have no other effect on memory.
     unsafe {
@@ -394,7 +376,7 @@ unsafe fn flush_line(insn: FlushInsn, p: *mut u8) {
 /// # Safety
 /// `p` must point into a live mapping.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn flush_line(_insn: FlushInsn, _p: *mut u8) {}
+unsafe fn write_back_line(_insn: FlushInsn, _p: *mut u8) {}
 
 fn sfence() {
     #[cfg(target_arch = "x86_64")]
@@ -411,13 +393,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flush_set_merges_adjacent_ranges() {
-        let mut s = FlushSet::new();
+    fn writeback_set_merges_adjacent_ranges() {
+        let mut s = WritebackSet::new();
         s.add(0, 4096);
         s.add(4096, 8192);
         s.add(20000, 24576);
         assert_eq!(s.take(), vec![(0, 8192), (20000, 24576)]);
-        assert!(s.is_empty());
+        assert!(s.take().is_empty());
     }
 
     #[test]

@@ -69,7 +69,6 @@ pub struct Pool {
     chunk_size: u64,
     chunk_count: u64,
     reserved_chunks: u64,
-    pool_id: u64,
     alloc: Allocator,
     created: bool,
     /// Epoch of the allocation each chunk belongs to (0 = none known); lets a reader
@@ -193,7 +192,6 @@ impl Pool {
             chunk_size: geo.chunk_size,
             chunk_count,
             reserved_chunks: reserved,
-            pool_id,
             alloc,
             created: true,
             epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
@@ -230,7 +228,6 @@ impl Pool {
         let chunk_size = get_u64(h, 24).ok_or_else(|| bad("short header"))?;
         let chunk_count = get_u64(h, 32).ok_or_else(|| bad("short header"))?;
         let reserved = u64::from(get_u32(h, 40).ok_or_else(|| bad("short header"))?);
-        let pool_id = get_u64(h, 48).ok_or_else(|| bad("short header"))?;
         if !chunk_size.is_power_of_two()
             || !(MIN_CHUNK..=MAX_CHUNK).contains(&chunk_size)
             || chunk_count.checked_mul(chunk_size) != Some(pool_size)
@@ -256,7 +253,6 @@ impl Pool {
             chunk_size,
             chunk_count,
             reserved_chunks: reserved,
-            pool_id,
             alloc,
             created: false,
             epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
@@ -286,11 +282,6 @@ impl Pool {
     /// Chunks taken by the header region.
     pub fn reserved_chunks(&self) -> u64 {
         self.reserved_chunks
-    }
-
-    /// Random id chosen at creation.
-    pub fn pool_id(&self) -> u64 {
-        self.pool_id
     }
 
     /// True if this open created the pool.

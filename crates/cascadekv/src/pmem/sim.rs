@@ -2,8 +2,8 @@
 //!
 //! The device keeps two images: `live` (what the CPU sees) and `durable` (what would
 //! survive power loss). Every 64 B line is *clean* (live == durable), or *dirty*
-//! (written since its last fence). [`SimDevice::fence`] copies the lines a thread
-//! flushed into `durable`. [`SimDevice::crash_image`] builds what a machine could hold
+//! (written since its last fence; its content as of the last write is captured then).
+//! A fence copies the lines a thread wrote back into `durable`. [`SimDevice::crash_image`] builds what a machine could hold
 //! after power loss at this instant: durable content, plus for each dirty line a choice
 //! made by [`CrashMode`] — dropped, kept, or torn at 8-byte granularity.
 //!
@@ -11,11 +11,13 @@
 //! effect, i.e. with every not-yet-fenced line still at risk.
 //!
 //! Thread-safety: all methods take `&self`; line bookkeeping sits behind one mutex.
-//! Writes to `live` go through the raw base pointer in [`super::persist::Mem`], with the
-//! same disjoint-writer rule as a real mapping.
+//! Writes to `live` go through the raw base pointer in `Mem` (`pmem/persist.rs`), with
+//! the same one-writer-per-line rule as a real mapping. `live` is read only by the
+//! thread that just wrote a line (to capture it), so crash images and fences, which
+//! may run on any thread, never read memory another thread is writing.
 
 use std::cell::UnsafeCell;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 
@@ -39,7 +41,9 @@ pub type FenceHook = Box<dyn Fn(&SimDevice, u64) + Send + Sync>;
 
 struct State {
     durable: Vec<u8>,
-    dirty: BTreeSet<u64>,
+    /// Lines written since their last fence, with the content they had when last
+    /// written (captured by the writing thread, which owns the line at that moment).
+    dirty: BTreeMap<u64, [u8; LINE as usize]>,
     fences: u64,
 }
 
@@ -78,7 +82,7 @@ impl SimDevice {
             live,
             state: Mutex::new(State {
                 durable: image,
-                dirty: BTreeSet::new(),
+                dirty: BTreeMap::new(),
                 fences: 0,
             }),
             hook: Mutex::new(None),
@@ -110,25 +114,36 @@ impl SimDevice {
         self.state.lock().fences
     }
 
+    /// Records that `[off, off+len)` was just written by the calling thread, capturing
+    /// the lines' content. Called by `Mem::write` right after the copy, while the
+    /// caller still owns those lines (the seam's rule: one writer per line at a time),
+    /// so nothing else writes them during the capture.
     pub(crate) fn note_write(&self, off: u64, len: u64) {
-        if len == 0 {
+        if len == 0 || off.saturating_add(len) > self.len() {
             return;
         }
-        let mut st = self.state.lock();
-        let mut line = off / LINE;
+        let first = off / LINE;
         let last = (off + len - 1) / LINE;
-        while line <= last {
-            st.dirty.insert(line);
-            line += 1;
+        let mut captured = Vec::with_capacity((last - first + 1) as usize);
+        for line in first..=last {
+            let mut content = [0u8; LINE as usize];
+            let start = (line * LINE) as usize;
+            // SAFETY: the line lies inside the device (checked above; the device is a
+            // whole number of lines) and belongs to the calling thread, which has just
+            // written into it; no other thread writes it concurrently (see above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.base_ptr().add(start),
+                    content.as_mut_ptr(),
+                    LINE as usize,
+                );
+            }
+            captured.push((line, content));
         }
-    }
-
-    fn live_line(&self, line: u64) -> &[u8] {
-        let start = (line * LINE) as usize;
-        // SAFETY: lines are in bounds (the device is a whole number of lines); reading
-        // bytes another thread may be writing only happens for lines a crash image would
-        // treat as undefined anyway, and they are copied, never interpreted here.
-        unsafe { std::slice::from_raw_parts(self.base_ptr().add(start), LINE as usize) }
+        let mut st = self.state.lock();
+        for (line, content) in captured {
+            st.dirty.insert(line, content);
+        }
     }
 
     pub(crate) fn fence(&self, ranges: &[(u64, u64)]) -> Result<()> {
@@ -145,10 +160,9 @@ impl SimDevice {
         for &(start, end) in ranges {
             let mut line = start / LINE;
             while line * LINE < end && line * LINE < self.len() {
-                if st.dirty.remove(&line) {
+                if let Some(content) = st.dirty.remove(&line) {
                     let s = (line * LINE) as usize;
-                    let src = self.live_line(line).to_vec();
-                    st.durable[s..s + LINE as usize].copy_from_slice(&src);
+                    st.durable[s..s + LINE as usize].copy_from_slice(&content);
                 }
                 line += 1;
             }
@@ -180,9 +194,8 @@ impl SimDevice {
             CrashMode::Random(seed) => seed | 1,
             _ => 0,
         };
-        for &line in &st.dirty {
+        for (&line, live) in &st.dirty {
             let s = (line * LINE) as usize;
-            let live = self.live_line(line);
             let dst = &mut img[s..s + LINE as usize];
             match mode {
                 CrashMode::DropAll => {}
@@ -216,16 +229,16 @@ fn xorshift(s: &mut u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmem::persist::{FlushSet, Mem};
+    use crate::pmem::persist::{Mem, WritebackSet};
     use std::sync::Arc;
 
     #[test]
     fn unfenced_lines_are_at_risk_and_fenced_lines_survive() -> Result<()> {
         let dev = Arc::new(SimDevice::new(4096));
         let mem = Mem::sim(dev.clone());
-        let mut set = FlushSet::new();
+        let mut set = WritebackSet::new();
         mem.write(0, &[1u8; 64])?;
-        mem.flush(&mut set, 0, 64);
+        mem.write_back(&mut set, 0, 64);
         mem.fence(&mut set)?;
         mem.write(128, &[2u8; 64])?;
         assert!(dev.is_durable(0, 64));
@@ -236,7 +249,7 @@ mod tests {
         let kept = dev.crash_image(CrashMode::KeepAll);
         assert_eq!(&kept[128..192], &[2u8; 64]);
         // flushed but not fenced is still at risk
-        mem.flush(&mut set, 128, 64);
+        mem.write_back(&mut set, 128, 64);
         assert!(!dev.is_durable(128, 64));
         mem.fence(&mut set)?;
         assert!(dev.is_durable(128, 64));

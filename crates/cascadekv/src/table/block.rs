@@ -25,6 +25,7 @@ use crate::coding::{
     crc32c, crc32c_extend, get_u16, get_u32, get_u64, get_varint, put_u16, put_u32, put_varint,
     varint_len,
 };
+use crate::value::{ValuePtr, ValueRef};
 
 /// Bytes before the offset array.
 pub const BLOCK_HEADER: usize = 8;
@@ -39,31 +40,15 @@ pub enum BlockKind {
     Index = 2,
 }
 
-/// A value as an LST stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TableValue<'a> {
-    /// Deleted.
-    Tombstone,
-    /// Stored in the block.
-    Inline(&'a [u8]),
-    /// Key-value separated: the value is in the log record at `addr`.
-    Separated {
-        /// Pool address of the log record.
-        addr: u64,
-        /// Value length.
-        len: u32,
-    },
-}
-
 /// Encoded length of a data entry (without its offset slot).
-pub fn data_entry_len(key: &[u8], v: &TableValue<'_>) -> usize {
+pub fn data_entry_len(key: &[u8], v: &ValueRef<'_>) -> usize {
     varint_len(key.len() as u64)
         + key.len()
         + 1
         + match v {
-            TableValue::Tombstone => 0,
-            TableValue::Inline(b) => varint_len(b.len() as u64) + b.len(),
-            TableValue::Separated { .. } => 12,
+            ValueRef::Tombstone => 0,
+            ValueRef::Inline(b) => varint_len(b.len() as u64) + b.len(),
+            ValueRef::Separated(_) => 12,
         }
 }
 
@@ -99,11 +84,6 @@ impl BlockBuilder {
         }
     }
 
-    /// Entries so far.
-    pub fn count(&self) -> usize {
-        self.offsets.len()
-    }
-
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
@@ -121,21 +101,21 @@ impl BlockBuilder {
     }
 
     /// Appends a data entry (keys must come in increasing order).
-    pub fn add_data(&mut self, key: &[u8], v: &TableValue<'_>) {
+    pub fn add_data(&mut self, key: &[u8], v: &ValueRef<'_>) {
         self.offsets.push(self.body.len() as u16);
         put_varint(&mut self.body, key.len() as u64);
         self.body.extend_from_slice(key);
         match v {
-            TableValue::Tombstone => self.body.push(0),
-            TableValue::Inline(b) => {
+            ValueRef::Tombstone => self.body.push(0),
+            ValueRef::Inline(b) => {
                 self.body.push(1);
                 put_varint(&mut self.body, b.len() as u64);
                 self.body.extend_from_slice(b);
             }
-            TableValue::Separated { addr, len } => {
+            ValueRef::Separated(p) => {
                 self.body.push(2);
-                self.body.extend_from_slice(&addr.to_le_bytes());
-                self.body.extend_from_slice(&len.to_le_bytes());
+                self.body.extend_from_slice(&p.addr.to_le_bytes());
+                self.body.extend_from_slice(&p.len.to_le_bytes());
             }
         }
     }
@@ -290,20 +270,20 @@ impl<'a> Block<'a> {
     }
 
     /// Key and value of data entry `i`.
-    pub fn data_at(&self, i: usize) -> Option<(&'a [u8], TableValue<'a>)> {
+    pub fn data_at(&self, i: usize) -> Option<(&'a [u8], ValueRef<'a>)> {
         let (key, mut p) = self.key_and_rest(i)?;
         let vtype = *self.bytes.get(p)?;
         p += 1;
         let v = match vtype {
-            0 => TableValue::Tombstone,
+            0 => ValueRef::Tombstone,
             1 => {
                 let n = get_varint(self.bytes, &mut p)? as usize;
-                TableValue::Inline(self.bytes.get(p..p.checked_add(n)?)?)
+                ValueRef::Inline(self.bytes.get(p..p.checked_add(n)?)?)
             }
-            2 => TableValue::Separated {
+            2 => ValueRef::Separated(ValuePtr {
                 addr: get_u64(self.bytes, p)?,
                 len: get_u32(self.bytes, p + 8)?,
-            },
+            }),
             _ => return None,
         };
         Some((key, v))
@@ -358,11 +338,8 @@ mod tests {
     fn build_search_and_verify() {
         let mut b = BlockBuilder::new(BlockKind::Data, 512);
         let mut n = 0u64;
-        while b.fits(data_entry_len(
-            &n.to_be_bytes(),
-            &TableValue::Inline(&[1; 8]),
-        )) {
-            b.add_data(&n.to_be_bytes(), &TableValue::Inline(&n.to_le_bytes()));
+        while b.fits(data_entry_len(&n.to_be_bytes(), &ValueRef::Inline(&[1; 8]))) {
+            b.add_data(&n.to_be_bytes(), &ValueRef::Inline(&n.to_le_bytes()));
             n += 1;
         }
         assert!(n >= 20, "only {n} 8+8 entries fit");
@@ -379,7 +356,7 @@ mod tests {
                 assert_eq!(at, Some(Ok(i as usize)));
                 assert_eq!(
                     blk.data_at(i as usize).map(|(_, v)| v),
-                    Some(TableValue::Inline(&i.to_le_bytes()[..]))
+                    Some(ValueRef::Inline(&i.to_le_bytes()[..]))
                 );
             }
             assert_eq!(blk.search(&[0xFF; 9]), Some(Err(n as usize)));
@@ -417,8 +394,8 @@ mod tests {
     fn oversized_entry_takes_several_units() {
         let mut b = BlockBuilder::new(BlockKind::Data, 256);
         let key = vec![b'k'; 4096];
-        assert!(b.fits(data_entry_len(&key, &TableValue::Inline(&[0; 300]))));
-        b.add_data(&key, &TableValue::Inline(&[9; 300]));
+        assert!(b.fits(data_entry_len(&key, &ValueRef::Inline(&[0; 300]))));
+        b.add_data(&key, &ValueRef::Inline(&[9; 300]));
         let mut out = Vec::new();
         let units = b.finish(1, &mut out);
         assert_eq!(units as usize * 256, out.len());

@@ -16,7 +16,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::block::{data_entry_len, index_entry_len, BlockBuilder, BlockKind, TableValue};
+use super::block::{data_entry_len, index_entry_len, BlockBuilder, BlockKind};
+use crate::value::ValueRef;
 
 /// Units an index block may fill (2 × 512 B: about 45 data blocks, ~1000 small
 /// entries per LST). Larger LSTs mean fewer StableStore index entries — DRAM — at the
@@ -40,6 +41,24 @@ pub struct BuiltLst {
     pub max_key: Box<[u8]>,
     /// Entries (tombstones included).
     pub entries: u32,
+}
+
+/// How tables are cut: block size, largest table, and the source of table ids.
+#[derive(Debug, Clone)]
+pub(crate) struct TableOptions {
+    /// Block size in bytes.
+    pub block_size: usize,
+    /// Largest LST in bytes (approximately; see the module docs).
+    pub max_bytes: usize,
+    /// Hands out LST ids (unique for the life of the store).
+    pub ids: Arc<AtomicU64>,
+}
+
+impl TableOptions {
+    /// A builder cutting tables this way.
+    pub fn builder(&self) -> LstBuilder {
+        LstBuilder::new(self.block_size, self.max_bytes, self.ids.clone())
+    }
 }
 
 /// Builds LSTs.
@@ -82,7 +101,7 @@ impl LstBuilder {
 
     /// Adds the next entry (keys strictly increasing). Returns a finished LST when
     /// this entry started a new one.
-    pub fn add(&mut self, key: &[u8], v: &TableValue<'_>) -> Option<BuiltLst> {
+    pub fn add(&mut self, key: &[u8], v: &ValueRef<'_>) -> Option<BuiltLst> {
         let len = data_entry_len(key, v);
         let mut done = None;
         if !self.data.fits(len) {
@@ -92,7 +111,7 @@ impl LstBuilder {
             if index_full {
                 done = self.finish();
             } else {
-                self.flush_data_block();
+                self.close_data_block();
             }
         }
         if self.data.is_empty() {
@@ -109,7 +128,7 @@ impl LstBuilder {
         done
     }
 
-    fn flush_data_block(&mut self) {
+    fn close_data_block(&mut self) {
         if self.data.is_empty() {
             return;
         }
@@ -121,7 +140,7 @@ impl LstBuilder {
 
     /// Finishes the LST in progress, if it has entries.
     pub fn finish(&mut self) -> Option<BuiltLst> {
-        self.flush_data_block();
+        self.close_data_block();
         let min_key = self.min_key.take()?;
         let index_off = self.bytes.len() as u32;
         let index_units = self.index.finish(self.id, &mut self.scratch);

@@ -4,7 +4,9 @@
 //! * [`block`] — block format, builder and verified reader.
 //! * [`builder`] — turns a sorted stream into LSTs.
 //! * [`Lst`] — a placed table: point lookups in at most two block reads, iteration.
-//! * [`TableWriter`] — places built LSTs into table chunks and makes them durable.
+//! * [`writer`] — places built LSTs into table chunks and makes them durable.
+//! * [`set`] — [`TableSet`], non-overlapping tables ordered by key: the structure of a
+//!   buffer-tree and of StableStore (FluidKV: "structurally identical").
 //!
 //! Chunk lifetime: every `Lst` holds an `Arc` of its [`TableChunk`]. Marking an LST
 //! obsolete (after the manifest stopped referencing it) lowers the chunk's live count;
@@ -13,18 +15,22 @@
 //! reference counting is what makes teardown after compaction safe for concurrent
 //! readers (they hold the old stage set, hence the old tables, until they finish).
 
-pub mod block;
-pub mod builder;
+pub(crate) mod block;
+pub(crate) mod builder;
+pub(crate) mod set;
+pub(crate) mod writer;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use block::{units_of, Block, BlockError, BlockKind, TableValue};
-pub use builder::{BuiltLst, LstBuilder};
+use block::{units_of, Block, BlockError, BlockKind};
+pub(crate) use builder::BuiltLst;
+pub(crate) use set::TableSet;
+pub(crate) use writer::TableWriter;
 
 use crate::error::{Error, Result};
-use crate::faststore::Val;
-use crate::pmem::{ChunkKind, FlushSet, Pool, CHUNK_HEADER_LEN};
+use crate::pmem::Pool;
+use crate::value::{Value, ValueRef};
 
 /// An allocation of table chunks and the number of live LSTs in it.
 #[derive(Debug)]
@@ -36,11 +42,6 @@ pub struct TableChunk {
 }
 
 impl TableChunk {
-    /// First chunk and span.
-    pub fn run(&self) -> (u64, u64) {
-        (self.chunk, self.span)
-    }
-
     /// A chunk found at recovery.
     pub fn recovered(pool: Arc<Pool>, chunk: u64, span: u64) -> Arc<Self> {
         Arc::new(TableChunk {
@@ -147,11 +148,6 @@ impl Lst {
         }
     }
 
-    /// The table chunk.
-    pub fn chunk(&self) -> &Arc<TableChunk> {
-        &self.chunk
-    }
-
     fn pool(&self) -> &Pool {
         &self.chunk.pool
     }
@@ -215,7 +211,7 @@ impl Lst {
     }
 
     /// Looks `key` up: at most two block reads (index, then data).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Val>> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         if key < &*self.min_key || key > &*self.max_key {
             return Ok(None);
         }
@@ -229,7 +225,7 @@ impl Lst {
         match data.search(key).ok_or_else(|| self.undecodable(e.addr))? {
             Ok(j) => {
                 let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
-                Ok(Some(to_val(&v)))
+                Ok(Some(v.to_owned_value()))
             }
             Err(_) => Ok(None),
         }
@@ -240,7 +236,7 @@ impl Lst {
     pub fn scan_from(
         &self,
         lo: Option<&[u8]>,
-        mut f: impl FnMut(&[u8], TableValue<'_>) -> bool,
+        mut f: impl FnMut(&[u8], ValueRef<'_>) -> bool,
     ) -> Result<()> {
         let ioff = u64::from(self.index_off);
         let idx = self.index()?;
@@ -272,6 +268,7 @@ impl Lst {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Reads every block and checks it (used by tests and tools).
     pub fn verify(&self) -> Result<u64> {
         let mut n = 0;
@@ -283,102 +280,11 @@ impl Lst {
     }
 }
 
-/// Converts a table value to the index's value type.
-pub fn to_val(v: &TableValue<'_>) -> Val {
-    match v {
-        TableValue::Tombstone => Val::Tomb,
-        TableValue::Inline(b) => Val::inline(b),
-        TableValue::Separated { addr, len } => Val::Addr {
-            addr: *addr,
-            len: *len,
-        },
-    }
-}
-
-/// Places built LSTs into table chunks.
-#[derive(Debug)]
-pub struct TableWriter {
-    pool: Arc<Pool>,
-    cur: Option<(Arc<TableChunk>, u64, u64)>,
-    set: FlushSet,
-    written: u64,
-}
-
-impl TableWriter {
-    /// A writer on `pool`.
-    pub fn new(pool: Arc<Pool>) -> Self {
-        TableWriter {
-            pool,
-            cur: None,
-            set: FlushSet::new(),
-            written: 0,
-        }
-    }
-
-    /// Table bytes written so far.
-    pub fn bytes_written(&self) -> u64 {
-        self.written
-    }
-
-    /// Writes `b` into a table chunk (allocating one when needed) and returns the
-    /// handle. Not durable until [`TableWriter::sync`].
-    pub fn place(&mut self, b: BuiltLst) -> Result<Arc<Lst>> {
-        let need = b.bytes.len() as u64;
-        let fits = self
-            .cur
-            .as_ref()
-            .is_some_and(|(_, pos, end)| pos + need <= *end);
-        if !fits {
-            let cs = self.pool.chunk_size();
-            let span = (CHUNK_HEADER_LEN + need).div_ceil(cs).max(1);
-            let (a, _) = self.pool.alloc_chunk(ChunkKind::Table, span, None, 0, 0)?;
-            let tc = Arc::new(TableChunk {
-                pool: self.pool.clone(),
-                chunk: a.chunk,
-                span: a.span,
-                live: AtomicUsize::new(0),
-            });
-            let base = self.pool.chunk_offset(a.chunk);
-            self.cur = Some((tc, base + CHUNK_HEADER_LEN, base + a.span * cs));
-        }
-        let Some((tc, pos, _)) = self.cur.as_mut() else {
-            return Err(Error::Internal("no table chunk".into()));
-        };
-        let base = *pos;
-        self.pool.mem().write(base, &b.bytes)?;
-        self.pool.mem().flush(&mut self.set, base, need);
-        *pos += need;
-        self.written += need;
-        tc.live.fetch_add(1, Ordering::AcqRel);
-        Ok(Arc::new(Lst {
-            id: b.id,
-            base,
-            size: need as u32,
-            index_off: b.index_off,
-            index_units: b.index_units,
-            min_key: b.min_key,
-            max_key: b.max_key,
-            entries: b.entries,
-            chunk: tc.clone(),
-            obsolete: AtomicBool::new(false),
-        }))
-    }
-
-    /// Makes every placed LST durable.
-    pub fn sync(&mut self) -> Result<()> {
-        self.pool.mem().fence(&mut self.set)
-    }
-
-    /// Gives up the current chunk (further LSTs go to a new one).
-    pub fn close_chunk(&mut self) {
-        self.cur = None;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pmem::{Device, PoolGeometry, SimDevice};
+    use crate::table::builder::LstBuilder;
     use std::path::Path;
 
     fn pool() -> Arc<Pool> {
@@ -407,9 +313,9 @@ mod tests {
         for i in 0..5000u64 {
             let k = (i * 2).to_be_bytes();
             let v = if i % 10 == 0 {
-                TableValue::Tombstone
+                ValueRef::Tombstone
             } else {
-                TableValue::Inline(&k)
+                ValueRef::Inline(&k)
             };
             if let Some(done) = b.add(&k, &v) {
                 lsts.push(w.place(done)?);
@@ -424,7 +330,7 @@ mod tests {
         for l in &lsts {
             assert_eq!(l.verify()?, u64::from(l.entries));
         }
-        let find = |k: u64| -> Result<Option<Val>> {
+        let find = |k: u64| -> Result<Option<Value>> {
             for l in &lsts {
                 if let Some(v) = l.get(&k.to_be_bytes())? {
                     return Ok(Some(v));
@@ -432,8 +338,8 @@ mod tests {
             }
             Ok(None)
         };
-        assert_eq!(find(20)?, Some(Val::Tomb));
-        assert_eq!(find(22)?, Some(Val::inline(&22u64.to_be_bytes())));
+        assert_eq!(find(20)?, Some(Value::Tombstone));
+        assert_eq!(find(22)?, Some(Value::Inline(22u64.to_be_bytes().to_vec())));
         assert_eq!(find(23)?, None);
         // Range scan across a table.
         let mut got = Vec::new();
@@ -460,7 +366,7 @@ mod tests {
         let mut b = LstBuilder::new(256, 64 << 10, ids());
         for i in 0..100u64 {
             assert!(b
-                .add(&i.to_be_bytes(), &TableValue::Inline(b"value"))
+                .add(&i.to_be_bytes(), &ValueRef::Inline(b"value"))
                 .is_none());
         }
         let l = w.place(b.finish().ok_or_else(|| Error::Internal("empty".into()))?)?;
@@ -472,7 +378,7 @@ mod tests {
             let mut all_ok = true;
             for i in 0..100u64 {
                 match l.get(&i.to_be_bytes()) {
-                    Ok(Some(v)) => assert_eq!(v, Val::inline(b"value")),
+                    Ok(Some(v)) => assert_eq!(v, Value::Inline(b"value".to_vec())),
                     Ok(None) => panic!("key {i} vanished after flipping byte {off}"),
                     Err(e) => {
                         assert!(e.is_corruption(), "{e}");

@@ -48,6 +48,13 @@ impl Snapshots {
         s
     }
 
+    /// Registers snapshot `s` once more (a copy of a live snapshot handle).
+    pub fn retain(&self, s: u64) {
+        let mut l = self.list.lock();
+        *l.entry(s).or_insert(0) += 1;
+        self.live.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Drops one registration of snapshot `s`.
     pub fn release(&self, s: u64) {
         let mut l = self.list.lock();

@@ -1,46 +1,13 @@
-//! The Manifest (FluidKV §5.5): which Logical Sorted Tables make up the BufferStore's
-//! buffer-trees and the StableStore, which FastStore generations are flushed, and
-//! which log segments must be kept because tables point into them.
-//!
-//! The manifest is a log in pool chunks of kind `Manifest` written with the log record
-//! format (checksums seeded with the chunk epoch, torn tails, corruption rules of
-//! [`crate::log::reader`]). Each record is one *edit*, appended and made durable
-//! before the change it describes becomes visible, so a crash at any point leaves
-//! either the old or the new state:
-//!
-//! * `Snapshot` — the whole state; every manifest log starts with one.
-//! * `Flush` — FastStore generation `g` became buffer-tree `seq` (its LSTs), and
-//!   these log segments hold separated values the LSTs reference.
-//! * `Compaction` — these buffer-trees and stable LSTs were replaced by these new
-//!   stable LSTs.
-//!
-//! At the first edit after open, and when a manifest log grows past `ROTATE_BYTES`, a
-//! new one is started with a `Snapshot` and the old one is freed. Recovery uses the
-//! newest manifest log that holds any valid record (a log whose snapshot never became
-//! durable holds none and is skipped); if that log does not start with a snapshot, or
-//! a record in it is damaged, open fails with `Corruption` rather than fall back to an
-//! older state.
-//!
-//! Encoding of every edit (varints, LEB128; byte strings are length-prefixed) is in
-//! docs/formats.md. Decoding never trusts a length: every count and length is checked
-//! against the bytes that remain.
-//!
-//! Thread-safety: [`Manifest`] is internally locked; flush and compaction threads
-//! append edits through it.
+//! Manifest edits and the state they build, and their encoding (varints, LEB128; byte
+//! strings length-prefixed; drawn in docs/formats.md). Decoding never trusts a length:
+//! every count and length is checked against the bytes that remain.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use crate::coding::{get_varint, put_varint};
-use crate::error::{Error, Result};
-use crate::log::{self, Kind, LogInfo, LogWriter, RecordIn};
-use crate::pmem::{ChunkKind, Pool};
 use crate::table::LstMeta;
-
-/// Manifest bytes after which a new manifest log is started.
-pub const ROTATE_BYTES: u64 = 8 << 20;
+use crate::vlog::segments::SegmentUsage;
+use crate::vlog::{RetainedSegments, SegmentDead, SegmentLive};
 
 const TAG_SNAPSHOT: u8 = 1;
 const TAG_FLUSH: u8 = 2;
@@ -59,10 +26,9 @@ pub struct ManifestState {
     pub trees: BTreeMap<u64, Vec<LstMeta>>,
     /// StableStore LSTs by id.
     pub stable: BTreeMap<u64, LstMeta>,
-    /// Log segments kept because tables reference separated values in them:
-    /// first chunk → (span, live value bytes). Dead bytes = span × chunk size − live;
-    /// a later log-GC reclaims them.
-    pub retained: BTreeMap<u64, (u64, u64)>,
+    /// Log segments kept because tables reference separated values in them, with
+    /// their live bytes (the value log's accounting, [`crate::vlog`]).
+    pub retained: RetainedSegments,
 }
 
 /// One change.
@@ -78,8 +44,8 @@ pub enum Edit {
         tree_seq: u64,
         /// Its LSTs in key order.
         lsts: Vec<LstMeta>,
-        /// Log segments to keep for separated values: (chunk, span, live bytes).
-        retained: Vec<(u64, u64, u64)>,
+        /// Log segments to keep for separated values, with their live bytes.
+        retained: Vec<SegmentLive>,
     },
     /// Buffer-trees and stable LSTs merged into new stable LSTs.
     Compaction {
@@ -89,8 +55,8 @@ pub enum Edit {
         removed: Vec<u64>,
         /// Stable LSTs added (new or moved).
         added: Vec<LstMeta>,
-        /// Separated value bytes that became dead, by retained segment: (chunk, bytes).
-        dead: Vec<(u64, u64)>,
+        /// Separated value bytes that became dead, by retained segment.
+        dead: Vec<SegmentDead>,
     },
 }
 
@@ -108,9 +74,8 @@ impl ManifestState {
                 self.flushed_generation = self.flushed_generation.max(*generation);
                 self.next_tree_seq = self.next_tree_seq.max(tree_seq + 1);
                 self.trees.insert(*tree_seq, lsts.clone());
-                for (c, span, live) in retained {
-                    let e = self.retained.entry(*c).or_insert((*span, 0));
-                    e.1 += live;
+                for s in retained {
+                    self.retained.add_live(*s);
                 }
                 self.bump_ids(lsts);
             }
@@ -120,10 +85,8 @@ impl ManifestState {
                 added,
                 dead,
             } => {
-                for (c, bytes) in dead {
-                    if let Some(e) = self.retained.get_mut(c) {
-                        e.1 = e.1.saturating_sub(*bytes);
-                    }
+                for d in dead {
+                    self.retained.add_dead(*d);
                 }
                 for t in trees {
                     self.trees.remove(t);
@@ -150,8 +113,6 @@ impl ManifestState {
         self.trees.values().flatten().chain(self.stable.values())
     }
 }
-
-// ---------- encoding ----------
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
@@ -180,20 +141,20 @@ fn put_lsts(out: &mut Vec<u8>, l: &[LstMeta]) {
     }
 }
 
-fn put_pairs(out: &mut Vec<u8>, r: &[(u64, u64)]) {
+fn put_dead(out: &mut Vec<u8>, r: &[SegmentDead]) {
     put_varint(out, r.len() as u64);
-    for (c, s) in r {
-        put_varint(out, *c);
-        put_varint(out, *s);
+    for d in r {
+        put_varint(out, d.chunk);
+        put_varint(out, d.bytes);
     }
 }
 
-fn put_triples(out: &mut Vec<u8>, r: &[(u64, u64, u64)]) {
+fn put_live(out: &mut Vec<u8>, r: &[SegmentLive]) {
     put_varint(out, r.len() as u64);
-    for (a, b, c) in r {
-        put_varint(out, *a);
-        put_varint(out, *b);
-        put_varint(out, *c);
+    for s in r {
+        put_varint(out, s.chunk);
+        put_varint(out, s.span);
+        put_varint(out, s.live);
     }
 }
 
@@ -213,12 +174,16 @@ pub fn encode(e: &Edit) -> Vec<u8> {
             }
             let stable: Vec<LstMeta> = s.stable.values().cloned().collect();
             put_lsts(&mut out, &stable);
-            let runs: Vec<(u64, u64, u64)> = s
+            let runs: Vec<SegmentLive> = s
                 .retained
                 .iter()
-                .map(|(c, (sp, l))| (*c, *sp, *l))
+                .map(|(chunk, u)| SegmentLive {
+                    chunk,
+                    span: u.span,
+                    live: u.live,
+                })
                 .collect();
-            put_triples(&mut out, &runs);
+            put_live(&mut out, &runs);
         }
         Edit::Flush {
             generation,
@@ -230,7 +195,7 @@ pub fn encode(e: &Edit) -> Vec<u8> {
             put_varint(&mut out, *generation);
             put_varint(&mut out, *tree_seq);
             put_lsts(&mut out, lsts);
-            put_triples(&mut out, retained);
+            put_live(&mut out, retained);
         }
         Edit::Compaction {
             trees,
@@ -248,7 +213,7 @@ pub fn encode(e: &Edit) -> Vec<u8> {
                 put_varint(&mut out, *r);
             }
             put_lsts(&mut out, added);
-            put_pairs(&mut out, dead);
+            put_dead(&mut out, dead);
         }
     }
     out
@@ -300,15 +265,28 @@ impl<'a> Dec<'a> {
         (0..n).map(|_| self.lst()).collect()
     }
 
-    fn pairs(&mut self) -> Option<Vec<(u64, u64)>> {
+    fn dead(&mut self) -> Option<Vec<SegmentDead>> {
         let n = self.count(2)?;
-        (0..n).map(|_| Some((self.v()?, self.v()?))).collect()
+        (0..n)
+            .map(|_| {
+                Some(SegmentDead {
+                    chunk: self.v()?,
+                    bytes: self.v()?,
+                })
+            })
+            .collect()
     }
 
-    fn triples(&mut self) -> Option<Vec<(u64, u64, u64)>> {
+    fn live(&mut self) -> Option<Vec<SegmentLive>> {
         let n = self.count(3)?;
         (0..n)
-            .map(|_| Some((self.v()?, self.v()?, self.v()?)))
+            .map(|_| {
+                Some(SegmentLive {
+                    chunk: self.v()?,
+                    span: self.v()?,
+                    live: self.v()?,
+                })
+            })
             .collect()
     }
 
@@ -339,180 +317,32 @@ pub fn decode(b: &[u8]) -> Option<Edit> {
             for m in d.lsts()? {
                 s.stable.insert(m.id, m);
             }
-            s.retained = d
-                .triples()?
-                .into_iter()
-                .map(|(c, sp, l)| (c, (sp, l)))
-                .collect();
+            for x in d.live()? {
+                s.retained.insert(
+                    x.chunk,
+                    SegmentUsage {
+                        span: x.span,
+                        live: x.live,
+                    },
+                );
+            }
             Edit::Snapshot(s)
         }
         TAG_FLUSH => Edit::Flush {
             generation: d.v()?,
             tree_seq: d.v()?,
             lsts: d.lsts()?,
-            retained: d.triples()?,
+            retained: d.live()?,
         },
         TAG_COMPACTION => Edit::Compaction {
             trees: d.ids()?,
             removed: d.ids()?,
             added: d.lsts()?,
-            dead: d.pairs()?,
+            dead: d.dead()?,
         },
         _ => return None,
     };
     (d.p == rest.len()).then_some(e)
-}
-
-// ---------- the live manifest ----------
-
-struct Inner {
-    /// The manifest log being appended to; `None` until the first edit after open.
-    log: Option<LogWriter>,
-    bytes: u64,
-    state: ManifestState,
-    /// Segments of the manifest log read at open, freed once a new log exists.
-    old: Vec<(u64, u64)>,
-}
-
-/// The manifest of an open store.
-pub struct Manifest {
-    pool: Arc<Pool>,
-    inner: Mutex<Inner>,
-}
-
-impl std::fmt::Debug for Manifest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Manifest").finish()
-    }
-}
-
-/// What recovery read.
-#[derive(Debug, Default)]
-pub struct Recovered {
-    /// The state.
-    pub state: ManifestState,
-    /// Manifest logs to free (older or invalid ones): (chunk, span) runs.
-    pub stale: Vec<(u64, u64)>,
-    /// The manifest log in use, if any.
-    pub current: Option<LogInfo>,
-}
-
-/// Reads the newest valid manifest log.
-pub fn recover(pool: &Pool, manifests: &[LogInfo]) -> Result<Recovered> {
-    let mut r = Recovered::default();
-    let mut sorted: Vec<&LogInfo> = manifests.iter().collect();
-    sorted.sort_by_key(|l| std::cmp::Reverse(l.log_id));
-    for m in sorted {
-        let segs = m.segments.iter().map(|s| (s.chunk, s.span));
-        if r.current.is_some() {
-            r.stale.extend(segs);
-            continue;
-        }
-        let mut state: Option<ManifestState> = None;
-        log::replay(pool, m, |rec, addr| {
-            let Some(e) = decode(rec.value) else {
-                return Err(Error::corruption(
-                    pool.path(),
-                    addr,
-                    "undecodable manifest edit",
-                ));
-            };
-            match (&mut state, &e) {
-                (None, Edit::Snapshot(s)) => state = Some(s.clone()),
-                (None, _) => {
-                    return Err(Error::corruption(
-                        pool.path(),
-                        addr,
-                        "manifest log does not start with a snapshot",
-                    ));
-                }
-                (Some(st), e) => st.apply(e),
-            }
-            Ok(())
-        })?;
-        match state {
-            // A manifest log whose snapshot never became durable (rotation crashed):
-            // the previous one is still complete.
-            None => r.stale.extend(segs),
-            Some(s) => {
-                r.state = s;
-                r.current = Some(m.clone());
-            }
-        }
-    }
-    Ok(r)
-}
-
-impl Manifest {
-    /// The manifest of an opened store: `state` as recovered, `old` the segments of the
-    /// manifest log it came from. Nothing is written until the first edit, which
-    /// starts a new manifest log with a snapshot (so opening a store with a full pool
-    /// works) and then frees `old`.
-    pub fn open(pool: Arc<Pool>, state: ManifestState, old: Vec<(u64, u64)>) -> Manifest {
-        Manifest {
-            pool,
-            inner: Mutex::new(Inner {
-                log: None,
-                bytes: 0,
-                state,
-                old,
-            }),
-        }
-    }
-
-    /// A copy of the current state.
-    pub fn state(&self) -> ManifestState {
-        self.inner.lock().state.clone()
-    }
-
-    /// Makes `e` durable, then applies it. Starts a new manifest log (a snapshot of
-    /// the state after `e`) at the first edit and whenever the log has grown past
-    /// [`ROTATE_BYTES`]; the previous log is freed once the new one is durable.
-    pub fn apply(&self, e: Edit) -> Result<()> {
-        let mut g = self.inner.lock();
-        let rotate = g.log.is_none() || g.bytes > ROTATE_BYTES;
-        if rotate {
-            let mut next = g.state.clone();
-            next.apply(&e);
-            let mut fresh = LogWriter::with_kind(self.pool.clone(), 0, ChunkKind::Manifest);
-            let bytes = append(&mut fresh, &Edit::Snapshot(next.clone()))?;
-            let mut old = std::mem::take(&mut g.old);
-            if let Some(prev) = g.log.replace(fresh) {
-                old.extend_from_slice(prev.segments());
-            }
-            g.bytes = bytes;
-            g.state = next;
-            // The new log's snapshot is durable: the old log is no longer needed.
-            self.pool.free_chunks(&old)?;
-            return Ok(());
-        }
-        let Some(log) = g.log.as_mut() else {
-            return Err(Error::Internal("manifest log missing".into()));
-        };
-        let n = append(log, &e)?;
-        g.bytes += n;
-        g.state.apply(&e);
-        Ok(())
-    }
-
-    /// Bytes in the current manifest log.
-    pub fn bytes(&self) -> u64 {
-        self.inner.lock().bytes
-    }
-}
-
-fn append(log: &mut LogWriter, e: &Edit) -> Result<u64> {
-    let payload = encode(e);
-    let before = log.bytes_written();
-    log.append(&RecordIn {
-        kind: Kind::Put,
-        lsn: 0,
-        in_batch: false,
-        key: b"M",
-        value: &payload,
-    })?;
-    log.sync()?;
-    Ok(log.bytes_written() - before)
 }
 
 #[cfg(test)]
@@ -541,7 +371,11 @@ mod tests {
                 generation: 3,
                 tree_seq: 0,
                 lsts: vec![meta(1), meta(2)],
-                retained: vec![(7, 1, 500)],
+                retained: vec![SegmentLive {
+                    chunk: 7,
+                    span: 1,
+                    live: 500,
+                }],
             },
             Edit::Flush {
                 generation: 4,
@@ -553,7 +387,10 @@ mod tests {
                 trees: vec![0, 1],
                 removed: vec![],
                 added: vec![meta(4), meta(5)],
-                dead: vec![(7, 200)],
+                dead: vec![SegmentDead {
+                    chunk: 7,
+                    bytes: 200,
+                }],
             },
         ];
         for e in &edits {
@@ -564,7 +401,10 @@ mod tests {
         assert!(s.trees.is_empty());
         assert_eq!(s.stable.keys().copied().collect::<Vec<_>>(), vec![4, 5]);
         assert_eq!(s.next_lst_id, 6);
-        assert_eq!(s.retained.get(&7), Some(&(1, 300)));
+        assert_eq!(
+            s.retained.iter().collect::<Vec<_>>(),
+            vec![(7, SegmentUsage { span: 1, live: 300 })]
+        );
         let snap = Edit::Snapshot(s.clone());
         assert_eq!(decode(&encode(&snap)), Some(snap));
     }
@@ -575,7 +415,11 @@ mod tests {
             generation: 1,
             tree_seq: 2,
             lsts: vec![meta(9)],
-            retained: vec![(1, 2, 3)],
+            retained: vec![SegmentLive {
+                chunk: 1,
+                span: 2,
+                live: 3,
+            }],
         });
         for cut in 0..e.len() {
             assert_eq!(decode(&e[..cut]), None, "cut at {cut}");

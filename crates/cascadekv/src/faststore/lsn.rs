@@ -32,7 +32,7 @@ impl Lsns {
     }
 
     /// The next LSN for `key`. SeqCst so that it is ordered with the FastStore
-    /// frozen-flag check that follows it (see `Db::write_one`).
+    /// frozen-flag check that follows it (see `FastStore::write`).
     pub fn next(&self, key: &[u8]) -> u64 {
         let i = (hash64(key) as usize) % STRIPES;
         self.c[i].0.fetch_add(1, Ordering::SeqCst)

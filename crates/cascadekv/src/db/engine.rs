@@ -1,0 +1,190 @@
+//! [`Engine`]: the state an open store shares between the API, the background threads
+//! and iterators, with the lock or protocol that guards each field.
+//!
+//! Lock order (a thread holding one may take only those after it):
+//! 1. `flush_lock` / `compact_lock` (job locks: one flush, one compaction at a time);
+//! 2. a FastStore log slot (`FastStore::slots[i]`, held for one write; the switcher
+//!    and iterators lock each slot in turn, never two at once);
+//! 3. the stage-set lock inside [`StageSet`] (held while building the next stage set);
+//! 4. the manifest's mutex (held for one edit: append, sync, apply);
+//! 5. leaf-level locks inside an index, the allocator mutex, the snapshot registry's
+//!    mutex and `poison` (leaves: nothing is taken while holding them).
+//!
+//! A writer holds its slot (2) and may take the stage-set lock (3) to switch only after
+//! releasing the slot. The flush thread holds `flush_lock` (1), appends a manifest edit
+//! (4), then takes the stage-set lock (3) after the edit is done — never the other way
+//! round. A background job never waits for a log slot while holding (3) or (4), except
+//! the freeze, which waits for each slot of the *old*, already frozen FastStore: a
+//! writer holding such a slot only finishes its write, it takes no lock.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::background::Signal;
+use super::load::LoadTracker;
+use super::options::Options;
+use super::RecoveryInfo;
+use crate::epoch::Snapshots;
+use crate::error::{Error, Result};
+use crate::faststore::{FastStore, Lsns, WriteCtx};
+use crate::manifest::Manifest;
+use crate::pmem::Pool;
+use crate::stages::StageSet;
+use crate::table::builder::TableOptions;
+use crate::value::ValueRef;
+use crate::vlog;
+
+/// Engine counters (monotonic since open). Each is an independent relaxed atomic.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub switches: AtomicU64,
+    pub flushes: AtomicU64,
+    pub compactions: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub compaction_bytes: AtomicU64,
+    pub flush_micros: AtomicU64,
+    pub compaction_micros: AtomicU64,
+    pub stall_micros: AtomicU64,
+    pub stalls: AtomicU64,
+    pub moved_tables: AtomicU64,
+    /// Log and user bytes of FastStores already flushed (live ones are in their slots).
+    pub retired_log_bytes: AtomicU64,
+    pub retired_user_bytes: AtomicU64,
+}
+
+/// The shared state of an open store.
+pub(crate) struct Engine {
+    /// Data directory. Immutable.
+    pub dir: PathBuf,
+    /// Options. Immutable.
+    pub opts: Options,
+    /// The fast-tier pool: internally synchronized (allocator mutex; chunk contents by
+    /// ownership, see `pmem/persist.rs`).
+    pub pool: Arc<Pool>,
+    /// The published stage set; transitions serialized by its own lock.
+    pub stages: StageSet,
+    /// Serializes flushes (background thread and `flush_faststore`).
+    pub flush_lock: Mutex<()>,
+    /// Serializes compactions (background thread and `compact`).
+    pub compact_lock: Mutex<()>,
+    /// Durable record of the stages; internally locked.
+    pub manifest: Manifest,
+    /// How tables are cut; `ids` is an atomic counter, the rest immutable.
+    pub topts: TableOptions,
+    /// LSN stripes (atomics, Algorithm 1).
+    pub lsns: Lsns,
+    /// Snapshot registry (internally locked).
+    pub snaps: Snapshots,
+    /// Generation number of the next FastStore (atomic; taken under the stage lock).
+    pub next_generation: AtomicU64,
+    /// Set once by `close`; writes check it inside their slot (see `FastStore::write`).
+    pub closed: AtomicBool,
+    /// Why the store refuses writes; guarded by its mutex, mirrored by `poisoned`.
+    pub poison: Mutex<Option<String>>,
+    /// Fast check for `poison` (Release on set, Acquire on read).
+    pub poisoned: AtomicBool,
+    /// What recovery found. Immutable.
+    pub recovery: RecoveryInfo,
+    /// Counters (relaxed atomics).
+    pub counters: Counters,
+    /// Index bytes of the active FastStore, published by writers in coarse steps;
+    /// reset by the switcher. Atomic.
+    pub active_bytes: AtomicU64,
+    /// A background flush or compaction ran out of pool space (atomic flag).
+    pub space_blocked: AtomicBool,
+    /// Read:write mix (atomics and its own mutex).
+    pub load: LoadTracker,
+    /// Wakes and stops the background threads.
+    pub bg: Signal,
+    /// Held for the life of the store: the lock file (`LOCK`).
+    pub _lock: std::fs::File,
+}
+
+/// Bytes of index growth a slot accumulates before publishing them to the shared
+/// counter (keeps the shared cache line cold): 1/64 of the capacity, 1–256 KiB.
+fn publish_bytes(capacity: u64) -> u64 {
+    (capacity / 64).clamp(1024, 256 * 1024)
+}
+
+impl Engine {
+    /// Refuses writes for the rest of this open: an I/O error left the state unknown.
+    pub(crate) fn poison(&self, e: &Error) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e.to_string());
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// `Closed` or `Poisoned` if the store takes no writes.
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            let why = self.poison.lock().clone().unwrap_or_default();
+            return Err(Error::Poisoned(why));
+        }
+        Ok(())
+    }
+
+    /// `Closed` once the store is closed.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// What a FastStore write needs from the engine.
+    pub(crate) fn write_ctx(&self) -> WriteCtx<'_> {
+        WriteCtx {
+            lsns: &self.lsns,
+            snaps: &self.snaps,
+            closed: &self.closed,
+            inline_threshold: self.opts.inline_threshold,
+            publish_step: publish_bytes(self.opts.faststore_capacity),
+        }
+    }
+
+    /// A fresh FastStore with the next generation number.
+    pub(crate) fn new_faststore(&self) -> FastStore {
+        let gen = self.next_generation.fetch_add(1, Ordering::AcqRel);
+        FastStore::new(&self.pool, gen, self.opts.log_slots)
+    }
+
+    /// Freezes `old` (if still active) and installs a new active FastStore; `old`
+    /// stays readable as the newest immutable stage (FluidKV Algorithm 3, lines 1–5).
+    /// With `wait = false` gives up if another transition holds the stage lock.
+    pub(crate) fn switch(&self, old: &Arc<FastStore>, wait: bool) -> bool {
+        let switched = self.stages.freeze(old, wait, || self.new_faststore());
+        if switched {
+            self.active_bytes.store(0, Ordering::Release);
+            self.counters.switches.fetch_add(1, Ordering::Relaxed);
+            self.bg.wake();
+        }
+        switched
+    }
+
+    /// Turns a stage's value into bytes (reading and verifying the log record of a
+    /// separated value). `None` for a tombstone.
+    pub(crate) fn resolve(&self, key: &[u8], v: ValueRef<'_>) -> Result<Option<Vec<u8>>> {
+        match v {
+            ValueRef::Tombstone => Ok(None),
+            ValueRef::Inline(b) => Ok(Some(b.to_vec())),
+            ValueRef::Separated(p) => vlog::read(&self.pool, key, p).map(Some),
+        }
+    }
+
+    /// Persists every log record written so far (all threads, every live FastStore).
+    pub(crate) fn sync_all_logs(&self) -> Result<()> {
+        let stages = self.stages.load();
+        for fs in stages.fast() {
+            fs.for_each_slot(|s| s.writer.sync())?;
+        }
+        Ok(())
+    }
+}

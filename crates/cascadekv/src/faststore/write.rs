@@ -1,0 +1,183 @@
+//! FluidKV Algorithm 1 (§5.1): the write path of a FastStore.
+//!
+//! 1. lock the calling thread's log slot (held until the write is indexed, which is what
+//!    lets the switcher and snapshot creation wait for in-flight writes);
+//! 2. if the FastStore was frozen meanwhile, give up: the caller retries on the new
+//!    active FastStore;
+//! 3. draw an LSN per key from the key's stripe, then check the frozen flag again (both
+//!    `SeqCst`): a write that lands here drew its LSNs before the switch, so every write
+//!    to a newer FastStore has a larger LSN for the same key;
+//! 4. append the records to the thread-exclusive log (a batch behind a `BatchHeader`),
+//!    and persist them if the write is synchronous;
+//! 5. `PutValidate` each key into the index (the newest LSN wins whatever the arrival
+//!    order) and account the DRAM it took.
+//!
+//! Accounting: each slot adds its index growth to a private counter and hands it to the
+//! store-wide counter in coarse steps ([`WriteCtx::publish_step`]), so the shared
+//! cache line is written rarely; the caller switches the FastStore when the total
+//! reaches its capacity.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::lsn::Lsns;
+use super::{entry_dram, FastStore, LogSlot, PutOutcome, Val, Version};
+use crate::epoch::Snapshots;
+use crate::error::Result;
+use crate::log::record::{Kind, RecordIn};
+use crate::value::ValuePtr;
+
+/// One operation of a write: a put (`Some(value)`) or a delete (`None`).
+pub(crate) type Op<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// What a write needs from the store around the FastStore.
+#[derive(Debug)]
+pub(crate) struct WriteCtx<'a> {
+    /// The LSN stripes.
+    pub lsns: &'a Lsns,
+    /// Snapshot epochs (stamped on versions; decides which old versions stay).
+    pub snaps: &'a Snapshots,
+    /// Set when the store closes: a write that sees it retries (and then fails).
+    pub closed: &'a AtomicBool,
+    /// Values up to this length stay in the index; longer ones are separated.
+    pub inline_threshold: usize,
+    /// Index growth a slot accumulates before publishing it.
+    pub publish_step: u64,
+}
+
+/// Outcome of [`FastStore::write`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// The write is logged and indexed; `publish` bytes of index growth are to be added
+    /// to the store-wide counter (0 most of the time).
+    Done {
+        /// Index bytes to publish.
+        publish: u64,
+    },
+    /// The FastStore was frozen (or the store closed) first: nothing was written.
+    Retry,
+}
+
+impl FastStore {
+    /// Algorithm 1 for `ops` (atomically, as one batch, when `batch`); `sync` persists
+    /// the records before they are indexed and before this returns.
+    pub(crate) fn write(
+        &self,
+        cx: &WriteCtx<'_>,
+        ops: &[Op<'_>],
+        batch: bool,
+        sync: bool,
+    ) -> Result<Written> {
+        let mut slot = self.my_slot();
+        if self.is_frozen() {
+            return Ok(Written::Retry);
+        }
+        let mut lsns = LsnBuf::default();
+        for (k, _) in ops {
+            lsns.push(cx.lsns.next(k));
+        }
+        if self.is_frozen() || cx.closed.load(Ordering::Acquire) {
+            return Ok(Written::Retry);
+        }
+        let epoch = cx.snaps.write_epoch();
+        let addrs = append(&mut slot, ops, lsns.as_slice(), batch, sync)?;
+        let before = slot.dram_bytes;
+        for (((k, v), lsn), addr) in ops.iter().zip(lsns.as_slice()).zip(addrs.as_slice()) {
+            let val = match v {
+                None => Val::Tomb,
+                Some(v) if v.len() <= cx.inline_threshold => Val::inline(v),
+                Some(v) => Val::Addr(ValuePtr {
+                    addr: *addr,
+                    len: v.len() as u32,
+                }),
+            };
+            let dram = entry_dram(k.len(), &val);
+            let version = Version {
+                lsn: *lsn,
+                epoch,
+                val,
+            };
+            if self.index().put_validate(k, version, cx.snaps) == PutOutcome::Inserted {
+                slot.dram_bytes += dram;
+            }
+        }
+        slot.unpublished += slot.dram_bytes - before;
+        let publish = if slot.unpublished >= cx.publish_step {
+            std::mem::take(&mut slot.unpublished)
+        } else {
+            0
+        };
+        Ok(Written::Done { publish })
+    }
+}
+
+/// Appends the records of one write to the slot's log; returns their addresses.
+fn append(
+    slot: &mut LogSlot,
+    ops: &[Op<'_>],
+    lsns: &[u64],
+    batch: bool,
+    sync: bool,
+) -> Result<LsnBuf> {
+    let mut addrs = LsnBuf::default();
+    if batch {
+        let count = u32::try_from(ops.len())
+            .map_err(|_| crate::Error::invalid("batch has more than 2^32-1 operations"))?
+            .to_le_bytes();
+        slot.writer.append(&RecordIn {
+            kind: Kind::BatchHeader,
+            lsn: 0,
+            in_batch: false,
+            key: &[],
+            value: &count,
+        })?;
+    }
+    for ((k, v), lsn) in ops.iter().zip(lsns) {
+        let rec = RecordIn {
+            kind: if v.is_some() { Kind::Put } else { Kind::Delete },
+            lsn: *lsn,
+            in_batch: batch,
+            key: k,
+            value: v.unwrap_or(&[]),
+        };
+        addrs.push(slot.writer.append(&rec)?);
+    }
+    if sync {
+        slot.writer.sync()?;
+    }
+    slot.user_bytes += ops
+        .iter()
+        .map(|(k, v)| (k.len() + v.map_or(0, <[u8]>::len)) as u64)
+        .sum::<u64>();
+    Ok(addrs)
+}
+
+/// A list of u64 that stays on the stack for single writes (no allocation on the hot
+/// path) and spills to the heap for batches.
+#[derive(Default)]
+struct LsnBuf {
+    one: [u64; 1],
+    len: usize,
+    many: Vec<u64>,
+}
+
+impl LsnBuf {
+    fn push(&mut self, v: u64) {
+        if self.len == 0 {
+            self.one[0] = v;
+        } else {
+            if self.len == 1 {
+                self.many.push(self.one[0]);
+            }
+            self.many.push(v);
+        }
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        if self.len <= 1 {
+            &self.one[..self.len]
+        } else {
+            &self.many
+        }
+    }
+}

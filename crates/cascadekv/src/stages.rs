@@ -1,0 +1,167 @@
+//! The stage set and its three transitions (FluidKV Algorithm 3).
+//!
+//! A [`Stages`] value is what a reader consults, newest first: the active FastStore,
+//! the immutable FastStores waiting for a flush, the buffer-trees, the StableStore. It
+//! is immutable; a transition builds the next one and publishes it with one atomic
+//! store. A reader keeps whatever `Stages` it loaded for as long as it needs it, and
+//! everything reachable from it (FastStore indexes, tables, their chunks) stays alive
+//! through reference counts until the last such reader lets go — so teardown never
+//! waits for readers and readers never see freed memory.
+//!
+//! The transitions, each under [`StageSet`]'s lock so that they see each other's
+//! results:
+//! * **freeze** (lines 1–5): the active FastStore becomes the newest immutable one and a
+//!   fresh FastStore takes writes; then wait for writes still in flight on the old one
+//!   (they hold their log slot, so locking each slot once is enough);
+//! * **install a flush** (lines 6–16): an immutable FastStore is replaced by the
+//!   buffer-tree built from it, in front of the older buffer-trees;
+//! * **install a compaction** (lines 17–33): the buffer-trees it merged leave, and the
+//!   StableStore becomes the old one minus the tables it replaced plus its output.
+//!
+//! The caller makes the change durable (manifest edit) *before* installing it, and
+//! releases what it replaced (log segments, obsolete tables) only *after*.
+//!
+//! Thread-safety: `current` is read lock-free by every reader and writer; `lock`
+//! serializes the transitions (held by the writer that switches, the flush thread and
+//! the compaction thread for the few microseconds of building the next value).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, Guard};
+use parking_lot::Mutex;
+
+use crate::bufferstore::BufferTree;
+use crate::faststore::FastStore;
+use crate::stablestore::StableStore;
+use crate::table::Lst;
+
+/// The stages a reader consults, newest first. Immutable: a change builds a new one.
+#[derive(Debug)]
+pub(crate) struct Stages {
+    /// The FastStore taking writes.
+    pub active: Arc<FastStore>,
+    /// Immutable FastStores, newest first.
+    pub immutable: Vec<Arc<FastStore>>,
+    /// Buffer-trees, newest first.
+    pub buffer: Vec<Arc<BufferTree>>,
+    /// StableStore.
+    pub stable: Arc<StableStore>,
+}
+
+impl Stages {
+    /// FastStores, newest first.
+    pub fn fast(&self) -> impl Iterator<Item = &Arc<FastStore>> {
+        std::iter::once(&self.active).chain(self.immutable.iter())
+    }
+}
+
+/// The current stage set and the lock that serializes its transitions.
+#[derive(Debug)]
+pub(crate) struct StageSet {
+    /// The published stage set; replaced only under `lock`.
+    current: ArcSwap<Stages>,
+    /// Serializes freeze, flush install and compaction install.
+    lock: Mutex<()>,
+}
+
+impl StageSet {
+    /// The stage set recovery built.
+    pub fn new(stages: Stages) -> Self {
+        StageSet {
+            current: ArcSwap::from_pointee(stages),
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// The current stages, for a short read (no reference-count traffic).
+    pub fn load(&self) -> Guard<Arc<Stages>> {
+        self.current.load()
+    }
+
+    /// The current stages, to keep (iterators, compaction inputs).
+    pub fn load_full(&self) -> Arc<Stages> {
+        self.current.load_full()
+    }
+
+    /// Freeze: if `old` is still the active FastStore, freezes it, installs `fresh()`
+    /// as the active one and waits for writes in flight on `old`. Returns false (and
+    /// changes nothing) if `old` is no longer active or, with `wait = false`, if
+    /// another transition holds the lock.
+    pub fn freeze(
+        &self,
+        old: &Arc<FastStore>,
+        wait: bool,
+        fresh: impl FnOnce() -> FastStore,
+    ) -> bool {
+        let _g = if wait {
+            self.lock.lock()
+        } else {
+            match self.lock.try_lock() {
+                Some(g) => g,
+                None => return false,
+            }
+        };
+        let cur = self.current.load();
+        if !Arc::ptr_eq(&cur.active, old) {
+            return false;
+        }
+        old.freeze();
+        let mut immutable = Vec::with_capacity(cur.immutable.len() + 1);
+        immutable.push(old.clone());
+        immutable.extend(cur.immutable.iter().cloned());
+        self.current.store(Arc::new(Stages {
+            active: Arc::new(fresh()),
+            immutable,
+            buffer: cur.buffer.clone(),
+            stable: cur.stable.clone(),
+        }));
+        old.wait_for_writers();
+        true
+    }
+
+    /// Installs a flush: `fs` leaves the immutable FastStores and `tree` becomes the
+    /// newest buffer-tree.
+    pub fn install_flush(&self, fs: &Arc<FastStore>, tree: Arc<BufferTree>) {
+        let _g = self.lock.lock();
+        let cur = self.current.load();
+        let mut buffer = Vec::with_capacity(cur.buffer.len() + 1);
+        buffer.push(tree);
+        buffer.extend(cur.buffer.iter().cloned());
+        self.current.store(Arc::new(Stages {
+            active: cur.active.clone(),
+            immutable: cur
+                .immutable
+                .iter()
+                .filter(|f| !Arc::ptr_eq(f, fs))
+                .cloned()
+                .collect(),
+            buffer,
+            stable: cur.stable.clone(),
+        }));
+    }
+
+    /// Installs a compaction: the buffer-trees with sequence numbers in `trees` leave,
+    /// and StableStore loses the tables with ids in `removed` and gains `added`.
+    /// Buffer-trees flushed while the compaction ran stay in front.
+    pub fn install_compaction(
+        &self,
+        trees: &[u64],
+        removed: &HashSet<u64>,
+        added: impl IntoIterator<Item = Arc<Lst>>,
+    ) {
+        let _g = self.lock.lock();
+        let cur = self.current.load();
+        self.current.store(Arc::new(Stages {
+            active: cur.active.clone(),
+            immutable: cur.immutable.clone(),
+            buffer: cur
+                .buffer
+                .iter()
+                .filter(|t| !trees.contains(&t.seq))
+                .cloned()
+                .collect(),
+            stable: Arc::new(cur.stable.with_compaction(removed, added)),
+        }));
+    }
+}

@@ -1,0 +1,35 @@
+//! Reading a separated value through its [`ValuePtr`].
+
+use crate::error::{Error, Result};
+use crate::log::record::{self, decode, Invalid};
+use crate::pmem::Pool;
+use crate::value::ValuePtr;
+
+/// Reads and verifies the log record `ptr` points at (checksum, key, length) and
+/// returns its value. Any mismatch is `Corruption` or `ChecksumMismatch` naming the
+/// pool offset: a pointer never yields bytes that were not written for `key`.
+pub(crate) fn read(pool: &Pool, key: &[u8], ptr: ValuePtr) -> Result<Vec<u8>> {
+    let epoch = pool.epoch_at(ptr.addr);
+    let max = record::encoded_len(record::MAX_KEY_LEN, ptr.len as usize, true);
+    let avail = pool.mem().len().saturating_sub(ptr.addr).min(max);
+    let bytes = pool.mem().read(ptr.addr, avail)?;
+    match decode(bytes, epoch) {
+        Ok(r) if r.value.len() == ptr.len as usize && r.key == key => Ok(r.value.to_vec()),
+        Ok(_) => Err(Error::corruption(
+            pool.path(),
+            ptr.addr,
+            "log record key or length differs from the index",
+        )),
+        Err(Invalid::Checksum { stored, actual }) => Err(Error::ChecksumMismatch {
+            file: pool.path().to_path_buf(),
+            offset: ptr.addr,
+            expected: stored,
+            actual,
+        }),
+        Err(why) => Err(Error::corruption(
+            pool.path(),
+            ptr.addr,
+            format!("bad log record ({why:?})"),
+        )),
+    }
+}
