@@ -4,11 +4,13 @@
 //! caller turns a short buffer into a corruption error of its own.
 
 /// CRC-32C (Castagnoli), hardware-accelerated where the CPU has it.
+#[must_use]
 pub fn crc32c(data: &[u8]) -> u32 {
     crc32c::crc32c(data)
 }
 
 /// Extends a running CRC-32C with more bytes.
+#[must_use]
 pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, data)
 }
@@ -46,6 +48,24 @@ pub fn put_u32(b: &mut [u8], off: usize, v: u32) {
 /// Writes a `u64` at `off` (the buffer must be large enough).
 pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// `v` as a `usize`. CascadeKV addresses its pool with 64-bit offsets and builds only
+/// for 64-bit targets (`lib.rs`), where this conversion is exact.
+#[inline]
+#[must_use]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "64-bit targets only (compile_error in lib.rs): usize holds every u64"
+)]
+pub(crate) const fn usize_from(v: u64) -> usize {
+    v as usize
+}
+
+/// Microseconds of `d`, saturating (for counters and statistics).
+#[must_use]
+pub(crate) fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// A 64-bit hash of a key (FNV-1a folded through a multiply), used to pick LSN stripes
@@ -87,10 +107,10 @@ mod tests {
 /// Appends `v` as a LEB128 varint (1 byte below 128).
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out.push(v.to_le_bytes()[0] | 0x80);
         v >>= 7;
     }
-    out.push(v as u8);
+    out.push(v.to_le_bytes()[0]);
 }
 
 /// Reads a varint at `*pos`, advancing it; `None` if truncated or longer than 10 bytes.
@@ -123,7 +143,7 @@ mod varint_tests {
 
     #[test]
     fn varints_round_trip_and_reject_garbage() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+        for v in [0u64, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             assert_eq!(b.len(), varint_len(v));

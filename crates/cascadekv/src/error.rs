@@ -93,6 +93,7 @@ impl Error {
     }
 
     /// True for the two variants that mean "persistent bytes are damaged".
+    #[must_use]
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,

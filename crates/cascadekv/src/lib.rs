@@ -29,7 +29,24 @@
 //! # Ok(()) }
 //! ```
 
-#![deny(missing_docs)]
+#![deny(
+    missing_docs,
+    unsafe_op_in_unsafe_fn,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
+// Codecs and index code name bytes, positions, counts, keys and values `b`, `p`, `n`,
+// `k`, `v`: the short names are the convention here, not an accident.
+#![allow(clippy::many_single_char_names, clippy::similar_names)]
+
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("CascadeKV maps its pool with 64-bit offsets and needs a 64-bit target");
 
 mod bufferstore;
 mod coding;

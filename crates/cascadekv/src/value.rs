@@ -33,8 +33,9 @@ pub enum ValueRef<'a> {
     Separated(ValuePtr),
 }
 
-impl<'a> ValueRef<'a> {
+impl ValueRef<'_> {
     /// An owned copy.
+    #[must_use]
     pub fn to_owned_value(self) -> Value {
         match self {
             ValueRef::Tombstone => Value::Tombstone,
@@ -44,6 +45,7 @@ impl<'a> ValueRef<'a> {
     }
 
     /// The separated value's pointer, if this is one.
+    #[must_use]
     pub fn ptr(self) -> Option<ValuePtr> {
         match self {
             ValueRef::Separated(p) => Some(p),
@@ -65,6 +67,7 @@ pub enum Value {
 
 impl Value {
     /// Borrows the value.
+    #[must_use]
     pub fn as_value_ref(&self) -> ValueRef<'_> {
         match self {
             Value::Tombstone => ValueRef::Tombstone,

@@ -92,8 +92,44 @@ struct Unit {
 /// Runs a compaction.
 pub(crate) fn run(input: &Input) -> Result<Output> {
     let mut out = Output::default();
+    let units = pick(input, &mut out);
+    // 2. Run: units spread over threads, each thread merging its units in order.
+    let threads = input.threads.clamp(1, units.len().max(1));
+    let results: Vec<Result<UnitResult>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let units = &units;
+                s.spawn(move || merge_units(input, units, t, threads))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Internal("compaction thread panicked".into())))
+            })
+            .collect()
+    });
+    let mut per_unit: Vec<(usize, Vec<Arc<Lst>>)> = Vec::new();
+    let mut dead = DeadTally::default();
+    for r in results {
+        let r = r?;
+        per_unit.extend(r.made);
+        dead.merge(r.dead);
+        out.bytes_written += r.written;
+        out.entries_out += r.entries;
+    }
+    per_unit.sort_by_key(|(i, _)| *i);
+    out.created = per_unit.into_iter().flat_map(|(_, l)| l).collect();
+    out.dead = dead.finish();
+    Ok(out)
+}
+
+/// Step 1, pick: sorts every input table by smallest key into clusters of overlapping
+/// tables; a buffer table alone in its cluster moves (recorded in `out.moved`), a
+/// stable table alone stays; every other cluster is rewritten (`out.rewritten`,
+/// `out.removed_stable`) and cut into key-range units of about equal entry counts.
+fn pick(input: &Input, out: &mut Output) -> Vec<Unit> {
     let nruns = input.trees.len() + 1;
-    // 1. Pick: clusters of overlapping tables.
     let mut all: Vec<(Arc<Lst>, Src)> = Vec::new();
     for (i, t) in input.trees.iter().enumerate() {
         all.extend(t.tables.tables().map(|l| (l.clone(), Src::Tree(i))));
@@ -171,35 +207,7 @@ pub(crate) fn run(input: &Input) -> Result<Output> {
             });
         }
     }
-    // 2. Run: units spread over threads, each thread merging its units in order.
-    let threads = input.threads.clamp(1, units.len().max(1));
-    let results: Vec<Result<UnitResult>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let units = &units;
-                s.spawn(move || merge_units(input, units, t, threads))
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("compaction thread panicked".into())))
-            })
-            .collect()
-    });
-    let mut per_unit: Vec<(usize, Vec<Arc<Lst>>)> = Vec::new();
-    let mut dead = DeadTally::default();
-    for r in results {
-        let r = r?;
-        per_unit.extend(r.made);
-        dead.merge(r.dead);
-        out.bytes_written += r.written;
-        out.entries_out += r.entries;
-    }
-    per_unit.sort_by_key(|(i, _)| *i);
-    out.created = per_unit.into_iter().flat_map(|(_, l)| l).collect();
-    out.dead = dead.finish();
-    Ok(out)
+    units
 }
 
 /// What one merge thread produced.

@@ -66,7 +66,7 @@ pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<
                         // Out of space is not a broken store: writers get PoolFull
                         // instead of waiting, and the work is retried next window.
                         Err(Error::PoolFull { .. }) => {
-                            engine.space_blocked.store(true, Ordering::Release)
+                            engine.space_blocked.store(true, Ordering::Release);
                         }
                         Err(e) => {
                             engine.poison(&e);

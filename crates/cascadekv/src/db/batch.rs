@@ -22,6 +22,7 @@ pub struct WriteBatch {
 
 impl WriteBatch {
     /// An empty batch.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -39,16 +40,19 @@ impl WriteBatch {
     }
 
     /// Number of operations.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.ops.len()
     }
 
     /// True when empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
 
     /// The operations in order.
+    #[must_use]
     pub fn ops(&self) -> &[BatchOp] {
         &self.ops
     }

@@ -39,7 +39,7 @@ pub(crate) fn compact(e: &Engine, min_trees: usize) -> Result<bool> {
     let seqs: Vec<u64> = input.trees.iter().map(|t| t.seq).collect();
     let mut added: Vec<_> = out.created.iter().map(|l| l.meta()).collect();
     added.extend(out.moved.iter().map(|l| l.meta()));
-    e.manifest.apply(Edit::Compaction {
+    e.manifest.apply(&Edit::Compaction {
         trees: seqs.clone(),
         removed: out.removed_stable.clone(),
         added,

@@ -75,7 +75,9 @@ pub struct Db {
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("dir", &self.engine.dir).finish()
+        f.debug_struct("Db")
+            .field("dir", &self.engine.dir)
+            .finish_non_exhaustive()
     }
 }
 

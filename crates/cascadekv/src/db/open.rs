@@ -33,35 +33,7 @@ pub(crate) const LOCK_FILE: &str = "LOCK";
 
 pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
     opts.validate()?;
-    if !dir.exists() {
-        if !opts.create_if_missing {
-            return Err(Error::NotAStore(dir));
-        }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating data directory {}", dir.display()), e))?;
-    }
-    if !dir.is_dir() {
-        return Err(Error::NotAStore(dir));
-    }
-    let lock = take_lock(&dir)?;
-    let pool_path = dir.join(POOL_FILE);
-    let device = match &opts.sim_device {
-        Some(d) => Device::Sim(d.clone()),
-        None => Device::File { dax: opts.dax },
-    };
-    if opts.sim_device.is_none() && !pool_path.exists() && has_foreign_files(&dir)? {
-        return Err(Error::NotAStore(dir));
-    }
-    let geo = PoolGeometry {
-        pool_size: opts.pool_size,
-        chunk_size: opts.chunk_size,
-    };
-    let pool = Arc::new(Pool::open(
-        &pool_path,
-        &device,
-        geo,
-        opts.create_if_missing,
-    )?);
+    let (pool, lock) = open_pool(&dir, &opts)?;
     let mut info = RecoveryInfo {
         created: pool.created(),
         clean_shutdown: !pool.created() && pool.allocator().was_clean(),
@@ -113,7 +85,7 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
         .map(|m| m.segments.iter().map(|s| (s.chunk, s.span)).collect())
         .unwrap_or_default();
     let manifest = Manifest::open(pool.clone(), state, old);
-    info.replay_micros = start.elapsed().as_micros() as u64;
+    info.replay_micros = crate::coding::micros(start.elapsed());
     let active_bytes = fs.dram_bytes();
     Ok(Engine {
         dir,
@@ -143,6 +115,35 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
         opts,
         _lock: lock,
     })
+}
+
+/// Checks the directory, takes the lock file and opens (or creates) the pool.
+fn open_pool(dir: &Path, opts: &Options) -> Result<(Arc<Pool>, std::fs::File)> {
+    if !dir.exists() {
+        if !opts.create_if_missing {
+            return Err(Error::NotAStore(dir.to_path_buf()));
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating data directory {}", dir.display()), e))?;
+    }
+    if !dir.is_dir() {
+        return Err(Error::NotAStore(dir.to_path_buf()));
+    }
+    let lock = take_lock(dir)?;
+    let pool_path = dir.join(POOL_FILE);
+    let device = match &opts.sim_device {
+        Some(d) => Device::Sim(d.clone()),
+        None => Device::File { dax: opts.dax },
+    };
+    if opts.sim_device.is_none() && !pool_path.exists() && has_foreign_files(dir)? {
+        return Err(Error::NotAStore(dir.to_path_buf()));
+    }
+    let geo = PoolGeometry {
+        pool_size: opts.pool_size,
+        chunk_size: opts.chunk_size,
+    };
+    let pool = Pool::open(&pool_path, &device, geo, opts.create_if_missing)?;
+    Ok((Arc::new(pool), lock))
 }
 
 fn take_lock(dir: &Path) -> Result<std::fs::File> {

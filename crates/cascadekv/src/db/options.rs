@@ -86,7 +86,8 @@ impl Default for Options {
             log_slots: 32,
             durability: Durability::Buffered,
             dax: None,
-            recovery_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            recovery_threads: std::thread::available_parallelism()
+                .map_or(2, std::num::NonZero::get),
             sim_device: None,
             block_size: 512,
             table_max_bytes: 256 << 10,
@@ -94,7 +95,8 @@ impl Default for Options {
             buffer_trees_write_heavy: 4,
             buffer_trees_read_heavy: 1,
             flush_when_read_only: true,
-            compaction_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            compaction_threads: std::thread::available_parallelism()
+                .map_or(2, std::num::NonZero::get),
             background: true,
         }
     }
@@ -102,6 +104,9 @@ impl Default for Options {
 
 impl Options {
     /// Checks the options for consistency.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the first option out of range.
     pub fn validate(&self) -> Result<()> {
         if !self.chunk_size.is_power_of_two() || !(MIN_CHUNK..=MAX_CHUNK).contains(&self.chunk_size)
         {
@@ -156,6 +161,9 @@ impl Options {
     }
 
     /// Checks a key against the limits.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty key or one longer than `max_key_len`.
     pub fn check_key(&self, key: &[u8]) -> Result<()> {
         if key.is_empty() {
             return Err(Error::invalid(
@@ -173,6 +181,9 @@ impl Options {
     }
 
     /// Checks a value against the limits.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a value longer than `max_value_len`.
     pub fn check_value(&self, value: &[u8]) -> Result<()> {
         if value.len() > self.max_value_len {
             return Err(Error::invalid(format!(

@@ -11,6 +11,7 @@
 //!
 //! Runs inside `Db::open`, before the store is shared.
 
+use crate::coding::usize_from;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
 use crate::faststore::ikey::IKey;
 use crate::faststore::{entry_dram, FastStore, Val, Version};
+use crate::log::record::value_len;
 use crate::log::{self, Discovery, Kind, LogInfo};
 use crate::manifest::ManifestState;
 use crate::pmem::{ChunkKind, Pool, CHUNK_HEADER_LEN};
@@ -106,9 +108,9 @@ pub(super) fn replay_all(
     opts: &Options,
     info: &mut RecoveryInfo,
 ) -> Result<u64> {
+    type Run = Vec<(IKey, Version)>;
     let inline = opts.inline_threshold;
     let threads = opts.recovery_threads.clamp(1, logs.len().max(1));
-    type Run = Vec<(IKey, Version)>;
     let results: Vec<Result<(Run, u64, u64, u64)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -122,7 +124,7 @@ pub(super) fn replay_all(
                                 _ if r.value.len() <= inline => Val::inline(r.value),
                                 _ => Val::Addr(ValuePtr {
                                     addr,
-                                    len: r.value.len() as u32,
+                                    len: value_len(r.value),
                                 }),
                             };
                             let v = Version {
@@ -166,7 +168,7 @@ pub(super) fn replay_all(
     fs.add_recovered(
         logs.iter()
             .flat_map(|l| l.segments.iter().map(|s| (s.chunk, s.span))),
-        dram as usize,
+        usize_from(dram),
     );
     Ok(max_lsn)
 }

@@ -61,6 +61,10 @@ impl Db {
     ///
     /// # Errors
     /// `Closed`; the iterator yields `Corruption`/`ChecksumMismatch` for damaged data.
+    #[expect(
+        clippy::iter_not_returning_iterator,
+        reason = "taking the snapshot can fail (closed store); RocksDB's name for it"
+    )]
     pub fn iter<R: RangeBounds<Vec<u8>>>(&self, range: R) -> Result<DbIter<'_>> {
         self.iter_bounds(range.start_bound().cloned(), range.end_bound().cloned())
     }
@@ -121,6 +125,10 @@ impl<'a> Snapshot<'a> {
     ///
     /// # Errors
     /// `Closed`.
+    #[expect(
+        clippy::iter_not_returning_iterator,
+        reason = "taking the snapshot can fail (closed store); RocksDB's name for it"
+    )]
     pub fn iter<R: RangeBounds<Vec<u8>>>(&self, range: R) -> Result<DbIter<'a>> {
         self.engine.check_open()?;
         Ok(DbIter::new(

@@ -97,6 +97,7 @@ pub struct Stats {
 impl Stats {
     /// Every field as `(name, value)` rows, in a stable order (for `cascade stats`,
     /// `INFO` and metrics).
+    #[must_use]
     pub fn rows(&self) -> Vec<(&'static str, String)> {
         let mut r: Vec<(&'static str, String)> = Vec::new();
         let mut n = |k: &'static str, v: u64| r.push((k, v.to_string()));
@@ -149,6 +150,7 @@ impl Stats {
     }
 
     /// Estimated DRAM of all engine indexes.
+    #[must_use]
     pub fn dram_bytes(&self) -> u64 {
         self.faststore_dram_bytes + self.buffer_dram_bytes + self.stable_dram_bytes
     }
@@ -219,11 +221,20 @@ impl Db {
             s.buffer_dram_bytes += t.tables.dram_bytes();
         }
         let written = s.log_bytes_written + s.flush_bytes + s.compaction_bytes;
-        s.write_amplification = if s.user_bytes_written == 0 {
-            0.0
-        } else {
-            written as f64 / s.user_bytes_written as f64
-        };
+        s.write_amplification = ratio(written, s.user_bytes_written);
         s
+    }
+}
+
+/// `a / b` for display (0 when `b` is 0).
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "a ratio for statistics: 52 bits of precision are plenty"
+)]
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
     }
 }

@@ -45,6 +45,10 @@ fn prefix(k: &[u8]) -> u64 {
 
 impl<'a> Probe<'a> {
     /// Prepares `k`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "keys are at most MAX_KEY_LEN (4 KiB) long"
+    )]
     pub fn new(k: &'a [u8]) -> Self {
         Probe {
             pre: prefix(k),
@@ -57,6 +61,10 @@ impl<'a> Probe<'a> {
 
 impl IKey {
     /// Copies `k`.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "keys are at most MAX_KEY_LEN (4 KiB) long"
+    )]
     pub fn new(k: &[u8]) -> Self {
         IKey {
             pre: prefix(k),

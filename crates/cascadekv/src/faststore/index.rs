@@ -29,8 +29,8 @@ use parking_lot::{Mutex, RwLock};
 
 use super::ikey::{IKey, Probe};
 use super::node::{
-    first_leaf, update, visible, Entry, InnerNode, Leaf, LeafNode, Node, SlotState, INNER_CAP,
-    LEAF_CAP,
+    first_leaf, slot_no, update, visible, Entry, InnerNode, Leaf, LeafNode, Node, SlotState,
+    INNER_CAP, LEAF_CAP,
 };
 use super::version::Version;
 use crate::epoch::Snapshots;
@@ -69,6 +69,7 @@ fn past_hi(k: &IKey, hi: Bound<&[u8]>) -> bool {
 
 impl Index {
     /// An empty index.
+    #[must_use]
     pub fn new() -> Self {
         Index {
             root: ArcSwap::from_pointee(Node::Leaf(Arc::new(RwLock::new(Leaf::empty())))),
@@ -102,7 +103,8 @@ impl Index {
         while let Some(l) = cur {
             let g = l.read();
             n += g.len();
-            cur = g.next.clone();
+            let next = g.next.clone();
+            cur = next;
         }
         n
     }
@@ -231,7 +233,7 @@ impl Index {
                 leaves.push(std::mem::replace(&mut cur, Leaf::empty()));
             }
             let n = cur.len;
-            cur.order[n] = n as u8;
+            cur.order[n] = slot_no(n);
             cur.entries.push(Entry {
                 key,
                 slot: SlotState {
@@ -367,7 +369,8 @@ impl Index {
                 let en = &g.entries[e as usize];
                 f(&en.key.to_boxed(), &en.slot.cur);
             }
-            cur = g.next.clone();
+            let next = g.next.clone();
+            cur = next;
         }
     }
 }
@@ -385,6 +388,7 @@ pub fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coding::usize_from;
     use crate::faststore::version::Val;
     use std::collections::BTreeMap;
 
@@ -426,7 +430,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let len = (x % 20) as usize;
-            let k: Vec<u8> = (0..len).map(|j| (x >> (j % 8 * 8)) as u8 % 4).collect();
+            let k: Vec<u8> = (0..len).map(|j| x.to_le_bytes()[j % 8] % 4).collect();
             i.put_validate(&k, ver(n + 1, 1, &n.to_le_bytes()), &s);
             model.insert(k, n);
         }
@@ -544,7 +548,7 @@ mod tests {
                     .enumerate()
                     .map(|(j, k)| (IKey::new(k), ver(j as u64 + 1, 0, b"v"))),
             );
-            assert_eq!(i.len(), n as usize);
+            assert_eq!(i.len(), usize_from(n));
             for (j, k) in keys.iter().enumerate().step_by(7) {
                 assert_eq!(i.get(k).map(|v| v.lsn), Some(j as u64 + 1));
             }

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::coding::hash64;
+use crate::coding::{hash64, usize_from};
 
 /// Number of stripes.
 pub const STRIPES: usize = 256;
@@ -31,10 +31,10 @@ impl Lsns {
         }
     }
 
-    /// The next LSN for `key`. SeqCst so that it is ordered with the FastStore
+    /// The next LSN for `key`. `SeqCst` so that it is ordered with the FastStore
     /// frozen-flag check that follows it (see `FastStore::write`).
     pub fn next(&self, key: &[u8]) -> u64 {
-        let i = (hash64(key) as usize) % STRIPES;
+        let i = usize_from(hash64(key)) % STRIPES;
         self.c[i].0.fetch_add(1, Ordering::SeqCst)
     }
 

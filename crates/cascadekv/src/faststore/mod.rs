@@ -82,9 +82,10 @@ thread_local! {
 
 /// This thread's stable number (assigned on first use).
 pub(crate) fn thread_no() -> usize {
-    THREAD_NO.with(|c| match c.get() {
-        Some(n) => n,
-        None => {
+    THREAD_NO.with(|c| {
+        if let Some(n) = c.get() {
+            n
+        } else {
             let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
             c.set(Some(n));
             n
@@ -136,7 +137,7 @@ impl FastStore {
         &self,
         mut f: impl FnMut(&mut LogSlot) -> Result<(), E>,
     ) -> Result<(), E> {
-        for s in self.slots.iter() {
+        for s in &self.slots {
             f(&mut s.0.lock())?;
         }
         Ok(())
@@ -144,7 +145,7 @@ impl FastStore {
 
     /// Waits until no write is in flight on this generation (locks each slot once).
     pub fn wait_for_writers(&self) {
-        for s in self.slots.iter() {
+        for s in &self.slots {
             drop(s.0.lock());
         }
     }
@@ -168,7 +169,7 @@ impl FastStore {
     /// Every log segment holding this generation's records: (chunk, span).
     pub fn segments(&self) -> Vec<(u64, u64)> {
         let mut v = self.recovered.lock().clone();
-        for s in self.slots.iter() {
+        for s in &self.slots {
             v.extend_from_slice(s.0.lock().writer.segments());
         }
         v
@@ -177,7 +178,7 @@ impl FastStore {
     /// Estimated DRAM bytes held by the index.
     pub fn dram_bytes(&self) -> u64 {
         let mut n = self.recovered_bytes.load(Ordering::Relaxed) as u64;
-        for s in self.slots.iter() {
+        for s in &self.slots {
             n += s.0.lock().dram_bytes;
         }
         n
@@ -186,7 +187,7 @@ impl FastStore {
     /// Log bytes and user bytes written through this generation's slots.
     pub fn written(&self) -> (u64, u64) {
         let (mut log, mut user) = (0, 0);
-        for s in self.slots.iter() {
+        for s in &self.slots {
             let g = s.0.lock();
             log += g.writer.bytes_written();
             user += g.user_bytes;

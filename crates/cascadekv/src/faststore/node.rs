@@ -22,6 +22,17 @@ use crate::epoch::Snapshots;
 
 /// Entries per leaf.
 pub const LEAF_CAP: usize = 64;
+// Entry positions in a leaf are stored as `u8`.
+const _: () = assert!(LEAF_CAP <= 256);
+
+/// Entry number `i` (< [`LEAF_CAP`]) as a leaf's `order` array stores it.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "i < LEAF_CAP <= 256 (asserted above)"
+)]
+pub(super) const fn slot_no(i: usize) -> u8 {
+    i as u8
+}
 /// Children per inner node.
 pub const INNER_CAP: usize = 64;
 /// Longest common prefix a node strips before taking its inline 8-byte slices.
@@ -165,7 +176,7 @@ impl Leaf {
         self.pre[e] = key.slice_at(self.skip);
         self.entries.push(Entry { key, slot });
         self.order.copy_within(pos..self.len, pos + 1);
-        self.order[pos] = e as u8;
+        self.order[pos] = slot_no(e);
         self.len += 1;
     }
 
@@ -206,7 +217,7 @@ impl Leaf {
             let dst = if pos < mid { &mut lower } else { &mut upper };
             if let Some(entry) = entries[e].take() {
                 let n = dst.len;
-                dst.order[n] = n as u8;
+                dst.order[n] = slot_no(n);
                 dst.entries.push(entry);
                 dst.len += 1;
             }

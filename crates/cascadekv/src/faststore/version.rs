@@ -28,6 +28,11 @@ pub enum Val {
 
 impl Val {
     /// Builds an inline value.
+    #[must_use]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a Tiny value is at most 16 bytes long"
+    )]
     pub fn inline(v: &[u8]) -> Val {
         if v.len() <= 16 {
             let mut bytes = [0u8; 16];
@@ -42,6 +47,7 @@ impl Val {
     }
 
     /// The inline bytes, if this is an inline value.
+    #[must_use]
     pub fn inline_bytes(&self) -> Option<&[u8]> {
         match self {
             Val::Tiny { len, bytes } => bytes.get(..*len as usize),
@@ -51,6 +57,7 @@ impl Val {
     }
 
     /// Borrows the value in the stage-neutral form.
+    #[must_use]
     pub fn as_value_ref(&self) -> ValueRef<'_> {
         match self {
             Val::Tomb => ValueRef::Tombstone,
@@ -61,6 +68,7 @@ impl Val {
     }
 
     /// Converts into the stage-neutral owned form (a heap value moves, no copy).
+    #[must_use]
     pub fn into_value(self) -> Value {
         match self {
             Val::Heap(b) => Value::Inline(b.into_vec()),
@@ -69,6 +77,7 @@ impl Val {
     }
 
     /// The FastStore form of a value another stage handed over.
+    #[must_use]
     pub fn from_value_ref(v: ValueRef<'_>) -> Val {
         match v {
             ValueRef::Tombstone => Val::Tomb,
@@ -78,6 +87,7 @@ impl Val {
     }
 
     /// DRAM bytes beyond the enum itself.
+    #[must_use]
     pub fn heap_bytes(&self) -> usize {
         match self {
             Val::Heap(b) => b.len(),
@@ -99,6 +109,7 @@ pub struct Version {
 
 impl Version {
     /// True for a tombstone.
+    #[must_use]
     pub fn is_tomb(&self) -> bool {
         matches!(self.val, Val::Tomb)
     }

@@ -23,7 +23,7 @@ use super::lsn::Lsns;
 use super::{entry_dram, FastStore, LogSlot, PutOutcome, Val, Version};
 use crate::epoch::Snapshots;
 use crate::error::Result;
-use crate::log::record::{Kind, RecordIn};
+use crate::log::record::{value_len, Kind, RecordIn};
 use crate::value::ValuePtr;
 
 /// One operation of a write: a put (`Some(value)`) or a delete (`None`).
@@ -87,7 +87,7 @@ impl FastStore {
                 Some(v) if v.len() <= cx.inline_threshold => Val::inline(v),
                 Some(v) => Val::Addr(ValuePtr {
                     addr: *addr,
-                    len: v.len() as u32,
+                    len: value_len(v),
                 }),
             };
             let dram = entry_dram(k.len(), &val);

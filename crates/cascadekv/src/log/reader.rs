@@ -13,6 +13,7 @@
 //! Runs during open, before the store is shared: several logs may be replayed in
 //! parallel, each by one thread; nothing writes to the pool meanwhile.
 
+use crate::coding::usize_from;
 use std::collections::BTreeMap;
 
 use super::record::{self, batch_count, decode, Invalid, Kind, RecordOut};
@@ -95,7 +96,7 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
                     seq: h.seq,
                 });
             }
-            _ => d.others.push((h, c)),
+            ChunkKind::Table => d.others.push((h, c)),
         }
         c += span;
     }
@@ -176,7 +177,7 @@ pub fn replay<'p>(
         let bytes = pool.mem().read(base, cap)?;
         let mut pos = CHUNK_HEADER_LEN;
         while pos < cap {
-            let rest = bytes.get(pos as usize..).unwrap_or(&[]);
+            let rest = bytes.get(usize_from(pos)..).unwrap_or(&[]);
             let rec = match decode(rest, seg.epoch) {
                 Ok(r) => r,
                 Err(why) => {
@@ -216,7 +217,7 @@ pub fn replay<'p>(
                 Kind::Put | Kind::Delete => match pending.as_mut() {
                     Some((n, recs)) if rec.in_batch => {
                         recs.push((rec, addr));
-                        if recs.len() as u32 == *n {
+                        if u64::try_from(recs.len()) == Ok(u64::from(*n)) {
                             for (r, a) in recs.iter() {
                                 f(r, *a)?;
                                 end.records += 1;
@@ -281,8 +282,8 @@ fn bad_record(pool: &Pool, off: u64, why: Invalid, ctx: &str) -> Error {
 /// Looks past a bad position for a valid record whose MARK says `bad` was durable.
 fn later_mark_covering(seg: &[u8], bad: u64, epoch: u64) -> Option<u64> {
     let mut p = bad + record::ALIGN;
-    while (p as usize) < seg.len() {
-        let rest = seg.get(p as usize..)?;
+    while usize_from(p) < seg.len() {
+        let rest = seg.get(usize_from(p)..)?;
         // Cheap pre-filter: the MARK flag must be set before paying for a checksum.
         if rest.len() >= record::HEADER_LEN && rest[10] & (1 << 3) != 0 {
             if let Ok(r) = decode(rest, epoch) {

@@ -19,7 +19,7 @@
 //! fenced when the record was written: a bad record *before* a later record's
 //! `durable_upto` was once durable, so it is corruption, not a torn tail.
 
-use crate::coding::{crc32c, crc32c_extend, get_u32, put_u32};
+use crate::coding::{crc32c, crc32c_extend, get_u32, put_u32, usize_from};
 
 /// Record header length.
 pub const HEADER_LEN: usize = 16;
@@ -99,6 +99,19 @@ pub struct RecordOut<'a> {
     pub len: u64,
 }
 
+/// The length of a value a record carries, as its 27-bit header field holds it. Values
+/// are checked against `Options::max_value_len` (at most [`MAX_VALUE_LEN`]) before they
+/// are written, and a decoded record's value is at most that long too.
+#[must_use]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "record values are shorter than MAX_VALUE_LEN < 2^27"
+)]
+pub fn value_len(value: &[u8]) -> u32 {
+    debug_assert!(value.len() <= MAX_VALUE_LEN);
+    value.len() as u32
+}
+
 /// Encoded length (with padding) of a record.
 pub fn encoded_len(key_len: usize, value_len: usize, mark: bool) -> u64 {
     let raw = HEADER_LEN + if mark { MARK_LEN } else { 0 } + key_len + value_len;
@@ -118,7 +131,7 @@ pub fn placement(pos: u64, len: u64) -> u64 {
 
 /// Encodes a record into `out` (cleared first). `mark` adds the MARK extension.
 pub fn encode(rec: &RecordIn<'_>, mark: Option<u32>, epoch: u64, out: &mut Vec<u8>) {
-    let len = encoded_len(rec.key.len(), rec.value.len(), mark.is_some()) as usize;
+    let len = usize_from(encoded_len(rec.key.len(), rec.value.len(), mark.is_some()));
     out.clear();
     out.resize(len, 0);
     let lsn = rec.lsn & ((1 << 48) - 1);
@@ -147,7 +160,7 @@ pub fn encode(rec: &RecordIn<'_>, mark: Option<u32>, epoch: u64, out: &mut Vec<u
 
 /// Encodes a filler record of exactly `len` bytes (`len` a multiple of 16, ≥ 16).
 pub fn encode_filler(kind: Kind, len: u64, epoch: u64, out: &mut Vec<u8>) {
-    let value_len = len as usize - HEADER_LEN;
+    let value_len = usize_from(len) - HEADER_LEN;
     out.clear();
     out.resize(HEADER_LEN, 0);
     out[10] = kind as u8;
@@ -176,6 +189,9 @@ pub enum Invalid {
 }
 
 /// Decodes the record at the start of `buf` (the rest of the segment).
+///
+/// # Errors
+/// [`Invalid`] says why the bytes are not a valid record for `epoch`.
 pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
     if buf.len() < HEADER_LEN {
         return Err(Invalid::Short);
@@ -225,7 +241,7 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
     if len > buf.len() as u64 {
         return Err(Invalid::BadHeader);
     }
-    let body = &buf[..len as usize];
+    let body = &buf[..usize_from(len)];
     let actual = crc32c_extend(seed, &body[4..]);
     if actual != stored {
         return Err(Invalid::Checksum { stored, actual });
@@ -333,7 +349,7 @@ mod tests {
                 prop_assert_eq!(r.value, &value[..]);
                 prop_assert_eq!(r.lsn, lsn);
                 prop_assert_eq!(r.mark, mark);
-                prop_assert_eq!(r.len as usize, buf.len());
+                prop_assert_eq!(usize_from(r.len), buf.len());
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Byte sweeps over logs: torn tails end a log cleanly, damage followed by records
 //! that were durable is `Corruption`, stale records of a reused chunk never come back.
 
+use crate::coding::usize_from;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ fn synced_log(n: u64) -> (Arc<SimDevice>, Arc<Pool>, Vec<u64>) {
     let mut addrs = Vec::new();
     for i in 0..n {
         let key = format!("key{i:04}");
-        let val = vec![i as u8; (i % 50) as usize];
+        let val = vec![i.to_le_bytes()[0]; (i % 50) as usize];
         let a = w
             .append(&RecordIn {
                 kind: Kind::Put,
@@ -70,7 +71,7 @@ fn torn_tail_at_every_offset_ends_the_log_cleanly() {
     let chunk_end = (first / CHUNK + 1) * CHUNK;
     for cut in first..chunk_end.min(first + 400) {
         let mut img = clean.clone();
-        for b in &mut img[cut as usize..chunk_end as usize] {
+        for b in &mut img[usize_from(cut)..usize_from(chunk_end)] {
             *b = 0;
         }
         let pool = reopen(img);
@@ -97,7 +98,7 @@ fn damaged_record_followed_by_durable_records_is_corruption() {
     for (i, a) in addrs.iter().enumerate().take(35).skip(1) {
         for byte in [0u64, 5, 12, 17] {
             let mut img = clean.clone();
-            img[(a + byte) as usize] ^= 0x40;
+            img[usize_from(a + byte)] ^= 0x40;
             let pool = reopen(img);
             match replayed(&pool) {
                 Err(e) => assert!(e.is_corruption(), "record {i}: {e}"),
@@ -164,7 +165,7 @@ fn corrupted_chunk_header_or_missing_segment_is_reported() {
     // Destroy the header of a middle segment: the log now has a gap.
     let mut bad = img.clone();
     let mid = segs[1].0 * CHUNK;
-    for b in &mut bad[mid as usize..(mid + CHUNK_HEADER_LEN) as usize] {
+    for b in &mut bad[usize_from(mid)..usize_from(mid + CHUNK_HEADER_LEN)] {
         *b = 0xFF;
     }
     let err = log::discover(&reopen(bad))
@@ -175,7 +176,7 @@ fn corrupted_chunk_header_or_missing_segment_is_reported() {
     // Damage inside a completed (non-last) segment is corruption even without marks.
     let mut bad = img;
     let off = segs[0].0 * CHUNK + CHUNK / 2;
-    bad[off as usize] ^= 1;
+    bad[usize_from(off)] ^= 1;
     let err = replayed(&reopen(bad))
         .err()
         .unwrap_or_else(|| panic!("damage in a completed segment not noticed"));

@@ -91,6 +91,10 @@ impl LogWriter {
 
     /// Appends one record and returns its pool address. Not durable until
     /// [`LogWriter::sync`].
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a MARK is an offset inside one segment: at most 3 chunks of 64 MiB"
+    )]
     pub fn append(&mut self, rec: &RecordIn<'_>) -> Result<u64> {
         let (mut mark, mut len) = self.mark_and_len(rec);
         let fits = self

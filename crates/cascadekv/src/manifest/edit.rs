@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::coding::{get_varint, put_varint};
+use crate::coding::{get_varint, put_varint, usize_from};
 use crate::table::LstMeta;
 use crate::vlog::segments::SegmentUsage;
 use crate::vlog::{RetainedSegments, SegmentDead, SegmentLive};
@@ -159,6 +159,7 @@ fn put_live(out: &mut Vec<u8>, r: &[SegmentLive]) {
 }
 
 /// Encodes an edit: tag byte, then its fields.
+#[must_use]
 pub fn encode(e: &Edit) -> Vec<u8> {
     let mut out = Vec::new();
     match e {
@@ -236,12 +237,12 @@ impl<'a> Dec<'a> {
     /// A count of items each at least `min_item` bytes long: never more than the bytes
     /// left allow, so a damaged count cannot drive a huge allocation.
     fn count(&mut self, min_item: usize) -> Option<usize> {
-        let n = self.v()? as usize;
+        let n = usize_from(self.v()?);
         (n <= (self.b.len() - self.p) / min_item.max(1)).then_some(n)
     }
 
     fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = self.v()? as usize;
+        let n = usize_from(self.v()?);
         let s = self.b.get(self.p..self.p.checked_add(n)?)?;
         self.p += n;
         Some(s)
@@ -297,6 +298,7 @@ impl<'a> Dec<'a> {
 }
 
 /// Decodes an edit; `None` if the bytes are not a well-formed edit.
+#[must_use]
 pub fn decode(b: &[u8]) -> Option<Edit> {
     let (&tag, rest) = b.split_first()?;
     let mut d = Dec { b: rest, p: 0 };

@@ -148,12 +148,12 @@ impl Manifest {
     /// Makes `e` durable, then applies it. Starts a new manifest log (a snapshot of
     /// the state after `e`) at the first edit and whenever the log has grown past
     /// [`ROTATE_BYTES`]; the previous log is freed once the new one is durable.
-    pub fn apply(&self, e: Edit) -> Result<()> {
+    pub fn apply(&self, e: &Edit) -> Result<()> {
         let mut g = self.log.lock();
         let rotate = g.log.is_none() || g.bytes > ROTATE_BYTES;
         if rotate {
             let mut next = g.state.clone();
-            next.apply(&e);
+            next.apply(e);
             let mut fresh = LogWriter::with_kind(self.pool.clone(), 0, ChunkKind::Manifest);
             let bytes = append(&mut fresh, &Edit::Snapshot(next.clone()))?;
             let mut old = std::mem::take(&mut g.old);
@@ -169,9 +169,9 @@ impl Manifest {
         let Some(log) = g.log.as_mut() else {
             return Err(Error::Internal("manifest log missing".into()));
         };
-        let n = append(log, &e)?;
+        let n = append(log, e)?;
         g.bytes += n;
-        g.state.apply(&e);
+        g.state.apply(e);
         Ok(())
     }
 }

@@ -23,7 +23,7 @@
 use parking_lot::Mutex;
 
 use super::persist::Mem;
-use crate::coding::{crc32c, get_u32, get_u64, put_u32, put_u64};
+use crate::coding::{crc32c, get_u32, get_u64, put_u32, put_u64, usize_from};
 use crate::error::{Error, Result};
 
 /// Flag bit in a bitmap copy: the store was closed cleanly.
@@ -79,7 +79,9 @@ pub struct Allocator {
 
 impl std::fmt::Debug for Allocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Allocator").field("geo", &self.geo).finish()
+        f.debug_struct("Allocator")
+            .field("geo", &self.geo)
+            .finish_non_exhaustive()
     }
 }
 
@@ -98,7 +100,7 @@ impl Allocator {
     /// A fresh bitmap with the first `reserved` chunks marked allocated (the header
     /// region); persists generation 1.
     pub fn create(mem: &Mem, geo: BitmapGeometry, chunk_size: u64, reserved: u64) -> Result<Self> {
-        let mut bits = vec![0u8; geo.bitmap_len() as usize];
+        let mut bits = vec![0u8; usize_from(geo.bitmap_len())];
         for c in 0..reserved {
             bits[(c / 8) as usize] |= 1 << (c % 8);
         }
@@ -161,10 +163,12 @@ impl Allocator {
     fn persist_locked(&self, mem: &Mem, st: &mut State) -> Result<()> {
         st.generation += 1;
         let copy = st.generation % 2;
-        let mut buf = vec![0u8; (COPY_FIXED + self.geo.bitmap_len()) as usize];
+        let mut buf = vec![0u8; usize_from(COPY_FIXED + self.geo.bitmap_len())];
         put_u64(&mut buf, 0, st.generation);
         put_u32(&mut buf, 8, st.flags);
-        put_u32(&mut buf, 12, self.geo.bitmap_len() as u32);
+        let len = u32::try_from(self.geo.bitmap_len())
+            .map_err(|_| Error::invalid("the chunk bitmap does not fit its 32-bit length"))?;
+        put_u32(&mut buf, 12, len);
         let n = st.bits.len();
         buf[16..16 + n].copy_from_slice(&st.bits);
         let crc = crc32c(&buf[..16 + n]);
@@ -331,15 +335,15 @@ mod tests {
     use crate::pmem::sim::{CrashMode, SimDevice};
     use std::sync::Arc;
 
-    fn setup() -> Result<(Arc<SimDevice>, Mem, BitmapGeometry)> {
+    fn setup() -> (Arc<SimDevice>, Mem, BitmapGeometry) {
         let dev = Arc::new(SimDevice::new(64 * 1024));
         let mem = Mem::sim(dev.clone());
-        Ok((dev, mem, BitmapGeometry::new(4096, 100)))
+        (dev, mem, BitmapGeometry::new(4096, 100))
     }
 
     #[test]
     fn alloc_free_reload_and_pool_full() -> Result<()> {
-        let (_dev, mem, geo) = setup()?;
+        let (_dev, mem, geo) = setup();
         let a = Allocator::create(&mem, geo, 1024, 2)?;
         let x = a.alloc(&mem, 3, |_, _| Ok(()))?;
         assert_eq!((x.chunk, x.span), (2, 3));
@@ -358,21 +362,21 @@ mod tests {
 
     #[test]
     fn torn_copy_falls_back_to_the_older_one() -> Result<()> {
-        let (dev, mem, geo) = setup()?;
+        let (dev, mem, geo) = setup();
         let a = Allocator::create(&mem, geo, 1024, 1)?;
         a.alloc(&mem, 1, |_, _| Ok(()))?; // generation 2 in copy 0
         let img = dev.crash_image(CrashMode::DropAll);
         // Damage the newest copy: the older one must win.
         let mut bad = img.clone();
-        bad[(geo.base + 20) as usize] ^= 0xFF;
+        bad[usize_from(geo.base + 20)] ^= 0xFF;
         let dev2 = Arc::new(SimDevice::from_image(bad));
         let mem2 = Mem::sim(dev2);
         let b = Allocator::load(&mem2, geo, 1024, std::path::Path::new("pool"))?;
         assert_eq!(b.generation(), 1);
         // Damage both: corruption.
         let mut worse = img;
-        worse[(geo.base + 20) as usize] ^= 0xFF;
-        worse[(geo.base + geo.copy_size + 20) as usize] ^= 0xFF;
+        worse[usize_from(geo.base + 20)] ^= 0xFF;
+        worse[usize_from(geo.base + geo.copy_size + 20)] ^= 0xFF;
         let mem3 = Mem::sim(Arc::new(SimDevice::from_image(worse)));
         let err = Allocator::load(&mem3, geo, 1024, std::path::Path::new("pool"));
         assert!(matches!(err, Err(e) if e.is_corruption()));

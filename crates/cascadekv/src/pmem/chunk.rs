@@ -12,7 +12,7 @@
 //! 40 reserved (20 zero bytes)                  60 crc32c u32 over [0, 60)
 //! ```
 
-use crate::coding::{crc32c, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::coding::{crc32c, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, usize_from};
 
 /// Bytes taken by the header at the start of each chunk.
 pub const CHUNK_HEADER_LEN: u64 = 64;
@@ -60,8 +60,9 @@ pub struct ChunkHeader {
 
 impl ChunkHeader {
     /// Encodes the header into its 64-byte form.
-    pub fn encode(&self) -> [u8; CHUNK_HEADER_LEN as usize] {
-        let mut b = [0u8; CHUNK_HEADER_LEN as usize];
+    #[must_use]
+    pub fn encode(&self) -> [u8; usize_from(CHUNK_HEADER_LEN)] {
+        let mut b = [0u8; usize_from(CHUNK_HEADER_LEN)];
         b[0..4].copy_from_slice(MAGIC);
         b[4] = self.kind as u8;
         put_u16(&mut b, 6, self.span);
@@ -76,8 +77,9 @@ impl ChunkHeader {
 
     /// Decodes a header; `None` if the bytes are not a valid header (never written,
     /// torn, or damaged). Callers decide whether that is corruption or a leak.
+    #[must_use]
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let b = b.get(0..CHUNK_HEADER_LEN as usize)?;
+        let b = b.get(0..usize_from(CHUNK_HEADER_LEN))?;
         if &b[0..4] != MAGIC || get_u32(b, 60)? != crc32c(&b[0..60]) {
             return None;
         }

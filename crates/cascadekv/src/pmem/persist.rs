@@ -22,6 +22,7 @@
 //! A [`WritebackSet`] belongs to one thread; `fence` makes durable what was written
 //! back through that set.
 
+use crate::coding::usize_from;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -107,7 +108,7 @@ impl std::fmt::Debug for Mem {
         f.debug_struct("Mem")
             .field("len", &self.len)
             .field("backend", &self.backend)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -202,7 +203,11 @@ impl Mem {
         // SAFETY: bounds checked above; the caller owns these bytes (module invariant),
         // so no other thread reads or writes them concurrently.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off as usize), data.len());
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.base.add(usize_from(off)),
+                data.len(),
+            );
         }
         if let Some(sim) = &self.sim {
             sim.note_write(off, data.len() as u64);
@@ -218,7 +223,7 @@ impl Mem {
         self.check(off, len)?;
         // SAFETY: bounds checked; the mapping lives as long as `self`; the bytes are
         // not written while borrowed (module invariant).
-        Ok(unsafe { std::slice::from_raw_parts(self.base.add(off as usize), len as usize) })
+        Ok(unsafe { std::slice::from_raw_parts(self.base.add(usize_from(off)), usize_from(len)) })
     }
 
     /// Starts write-back of `[off, off+len)`; durable after the next [`Mem::fence`]
@@ -233,7 +238,7 @@ impl Mem {
                 let mut line = off & !(LINE - 1);
                 while line < end {
                     // SAFETY: `line` lies inside the mapping (clamped to `len`).
-                    unsafe { write_back_line(self.insn, self.base.add(line as usize)) };
+                    unsafe { write_back_line(self.insn, self.base.add(usize_from(line))) };
                     line += LINE;
                 }
             }
@@ -256,8 +261,8 @@ impl Mem {
                     // SAFETY: page-aligned range inside the mapping.
                     let rc = unsafe {
                         libc::msync(
-                            self.base.add(start as usize).cast(),
-                            (end - start) as usize,
+                            self.base.add(usize_from(start)).cast(),
+                            usize_from(end - start),
                             libc::MS_SYNC,
                         )
                     };
@@ -271,7 +276,10 @@ impl Mem {
                 Ok(())
             }
             Backend::Sim => match &self.sim {
-                Some(sim) => sim.fence(&set.take()),
+                Some(sim) => {
+                    sim.fence(&set.take());
+                    Ok(())
+                }
                 None => Ok(()),
             },
         }
@@ -282,10 +290,11 @@ impl Mem {
     pub fn reserve(&self, off: u64, len: u64) -> Result<()> {
         self.check(off, len)?;
         if let Some(f) = &self.file {
+            let range =
+                libc::off_t::try_from(off).and_then(|o| Ok((o, libc::off_t::try_from(len)?)));
+            let (o, l) = range.map_err(|_| Error::invalid("pool range beyond off_t"))?;
             // SAFETY: plain syscall on a valid fd; arguments are in range (checked).
-            let rc = unsafe {
-                libc::posix_fallocate(f.as_raw_fd(), off as libc::off_t, len as libc::off_t)
-            };
+            let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), o, l) };
             if rc != 0 {
                 return Err(Error::io(
                     format!("reserving {len} bytes of the pool file (disk full?)"),
@@ -332,7 +341,7 @@ impl Drop for Mem {
             // SAFETY: `base`/`len` came from a successful mmap and nothing borrows the
             // mapping any more (borrows are tied to `&self`).
             unsafe {
-                libc::munmap(self.base.cast(), self.len as usize);
+                libc::munmap(self.base.cast(), usize_from(self.len));
             }
         }
     }
@@ -366,7 +375,7 @@ unsafe fn write_back_line(insn: FlushInsn, p: *mut u8) {
         match insn {
             FlushInsn::Clwb => std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack)),
             FlushInsn::ClflushOpt => {
-                std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack))
+                std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack));
             }
             FlushInsn::Clflush => std::arch::x86_64::_mm_clflush(p),
         }
@@ -382,7 +391,7 @@ fn sfence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `sfence` only orders stores.
     unsafe {
-        std::arch::x86_64::_mm_sfence()
+        std::arch::x86_64::_mm_sfence();
     };
     #[cfg(not(target_arch = "x86_64"))]
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);

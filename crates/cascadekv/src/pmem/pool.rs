@@ -26,13 +26,15 @@ use super::alloc::{Allocation, Allocator, BitmapGeometry};
 use super::chunk::{ChunkHeader, ChunkKind, CHUNK_HEADER_LEN};
 use super::persist::{Backend, Mem};
 use super::sim::SimDevice;
-use crate::coding::{crc32c, get_u32, get_u64, put_u32, put_u64};
+use crate::coding::{crc32c, get_u32, get_u64, put_u32, put_u64, usize_from};
 use crate::error::{Error, Result};
 
 /// Newest pool format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"CASCADKV";
-const HEADER_LEN: u64 = 64;
+/// The pool header's length, as its `header_len` field stores it.
+const HEADER_LEN_FIELD: u32 = 64;
+const HEADER_LEN: u64 = HEADER_LEN_FIELD as u64;
 const BITMAP_BASE: u64 = 4096;
 /// Smallest chunk size accepted.
 pub const MIN_CHUNK: u64 = 16 * 1024;
@@ -170,14 +172,16 @@ impl Pool {
             )));
         }
         let pool_id = pool_id_seed();
-        let mut h = [0u8; HEADER_LEN as usize];
+        let mut h = [0u8; usize_from(HEADER_LEN)];
         h[0..8].copy_from_slice(MAGIC);
         put_u32(&mut h, 8, FORMAT_VERSION);
-        put_u32(&mut h, 12, HEADER_LEN as u32);
+        put_u32(&mut h, 12, HEADER_LEN_FIELD);
         put_u64(&mut h, 16, chunk_count * geo.chunk_size);
         put_u64(&mut h, 24, geo.chunk_size);
         put_u64(&mut h, 32, chunk_count);
-        put_u32(&mut h, 40, reserved as u32);
+        let reserved32 = u32::try_from(reserved)
+            .map_err(|_| Error::invalid("the pool's header region is too large"))?;
+        put_u32(&mut h, 40, reserved32);
         put_u64(&mut h, 48, pool_id);
         let crc = crc32c(&h[0..60]);
         put_u32(&mut h, 60, crc);
@@ -341,7 +345,7 @@ impl Pool {
     /// every valid header it finds).
     pub fn note_epoch(&self, chunk: u64, span: u64, epoch: u64) {
         for c in chunk..chunk.saturating_add(span) {
-            if let Some(e) = self.epochs.get(c as usize) {
+            if let Some(e) = self.epochs.get(usize_from(c)) {
                 e.store(epoch, Ordering::Release);
             }
         }
@@ -350,7 +354,7 @@ impl Pool {
     /// Epoch of the allocation holding byte `off` (0 if unknown).
     pub fn epoch_at(&self, off: u64) -> u64 {
         self.epochs
-            .get((off / self.chunk_size) as usize)
+            .get(usize_from(off / self.chunk_size))
             .map_or(0, |e| e.load(Ordering::Acquire))
     }
 
@@ -386,6 +390,12 @@ impl Pool {
 }
 
 fn validate_geometry(geo: PoolGeometry) -> Result<()> {
+    if geo.chunk_size > 0 && geo.pool_size / geo.chunk_size > u64::from(u32::MAX) {
+        return Err(Error::invalid(format!(
+            "pool_size {} holds more than 2^32 chunks of {} bytes",
+            geo.pool_size, geo.chunk_size
+        )));
+    }
     if !geo.chunk_size.is_power_of_two() || geo.chunk_size < MIN_CHUNK || geo.chunk_size > MAX_CHUNK
     {
         return Err(Error::invalid(format!(
@@ -405,9 +415,10 @@ fn validate_geometry(geo: PoolGeometry) -> Result<()> {
 fn pool_id_seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    crate::coding::hash64(&[t.to_le_bytes(), u64::from(std::process::id()).to_le_bytes()].concat())
+        .map_or(0, |d| d.as_nanos());
+    let mut seed = t.to_le_bytes().to_vec();
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    crate::coding::hash64(&seed)
 }
 
 #[cfg(test)]

@@ -16,13 +16,13 @@
 //! thread that just wrote a line (to capture it), so crash images and fences, which
 //! may run on any thread, never read memory another thread is writing.
 
+use crate::coding::usize_from;
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 
 use parking_lot::Mutex;
 
 use super::persist::LINE;
-use crate::error::Result;
 
 /// What happens to each unfenced line in a crash image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ struct State {
     durable: Vec<u8>,
     /// Lines written since their last fence, with the content they had when last
     /// written (captured by the writing thread, which owns the line at that moment).
-    dirty: BTreeMap<u64, [u8; LINE as usize]>,
+    dirty: BTreeMap<u64, [u8; usize_from(LINE)]>,
     fences: u64,
 }
 
@@ -64,18 +64,20 @@ impl std::fmt::Debug for SimDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimDevice")
             .field("len", &self.live.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl SimDevice {
     /// A zeroed device of `len` bytes (rounded up to whole lines).
+    #[must_use]
     pub fn new(len: u64) -> Self {
         let len = len.div_ceil(LINE) * LINE;
-        Self::from_image(vec![0; len as usize])
+        Self::from_image(vec![0; usize_from(len)])
     }
 
     /// A device whose live and durable content is `image` (e.g. a crash image).
+    #[must_use]
     pub fn from_image(image: Vec<u8>) -> Self {
         let live: Box<[UnsafeCell<u8>]> = image.iter().map(|b| UnsafeCell::new(*b)).collect();
         SimDevice {
@@ -124,10 +126,10 @@ impl SimDevice {
         }
         let first = off / LINE;
         let last = (off + len - 1) / LINE;
-        let mut captured = Vec::with_capacity((last - first + 1) as usize);
+        let mut captured = Vec::with_capacity(usize_from(last - first + 1));
         for line in first..=last {
-            let mut content = [0u8; LINE as usize];
-            let start = (line * LINE) as usize;
+            let mut content = [0u8; usize_from(LINE)];
+            let start = usize_from(line * LINE);
             // SAFETY: the line lies inside the device (checked above; the device is a
             // whole number of lines) and belongs to the calling thread, which has just
             // written into it; no other thread writes it concurrently (see above).
@@ -135,7 +137,7 @@ impl SimDevice {
                 std::ptr::copy_nonoverlapping(
                     self.base_ptr().add(start),
                     content.as_mut_ptr(),
-                    LINE as usize,
+                    usize_from(LINE),
                 );
             }
             captured.push((line, content));
@@ -146,7 +148,7 @@ impl SimDevice {
         }
     }
 
-    pub(crate) fn fence(&self, ranges: &[(u64, u64)]) -> Result<()> {
+    pub(crate) fn fence(&self, ranges: &[(u64, u64)]) {
         let n = {
             let mut st = self.state.lock();
             st.fences += 1;
@@ -161,13 +163,12 @@ impl SimDevice {
             let mut line = start / LINE;
             while line * LINE < end && line * LINE < self.len() {
                 if let Some(content) = st.dirty.remove(&line) {
-                    let s = (line * LINE) as usize;
-                    st.durable[s..s + LINE as usize].copy_from_slice(&content);
+                    let s = usize_from(line * LINE);
+                    st.durable[s..s + usize_from(LINE)].copy_from_slice(&content);
                 }
                 line += 1;
             }
         }
-        Ok(())
     }
 
     /// True when no line of `[off, off+len)` is dirty.
@@ -195,8 +196,8 @@ impl SimDevice {
             _ => 0,
         };
         for (&line, live) in &st.dirty {
-            let s = (line * LINE) as usize;
-            let dst = &mut img[s..s + LINE as usize];
+            let s = usize_from(line * LINE);
+            let dst = &mut img[s..s + usize_from(LINE)];
             match mode {
                 CrashMode::DropAll => {}
                 CrashMode::KeepAll => dst.copy_from_slice(live),
@@ -204,7 +205,7 @@ impl SimDevice {
                     0 => {}
                     1 => dst.copy_from_slice(live),
                     _ => {
-                        for w in 0..(LINE as usize / 8) {
+                        for w in 0..(usize_from(LINE) / 8) {
                             if xorshift(&mut rng) & 1 == 1 {
                                 dst[w * 8..w * 8 + 8].copy_from_slice(&live[w * 8..w * 8 + 8]);
                             }
@@ -229,6 +230,7 @@ fn xorshift(s: &mut u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Result;
     use crate::pmem::persist::{Mem, WritebackSet};
     use std::sync::Arc;
 

@@ -23,7 +23,7 @@
 
 use crate::coding::{
     crc32c, crc32c_extend, get_u16, get_u32, get_u64, get_varint, put_u16, put_u32, put_varint,
-    varint_len,
+    usize_from, varint_len,
 };
 use crate::value::{ValuePtr, ValueRef};
 
@@ -101,6 +101,11 @@ impl BlockBuilder {
     }
 
     /// Appends a data entry (keys must come in increasing order).
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a block is at most one unit set or one entry (key <= 4 KiB, inline value \
+                  <= 8 KiB, Options::validate): well under 64 KiB and 256 units"
+    )]
     pub fn add_data(&mut self, key: &[u8], v: &ValueRef<'_>) {
         self.offsets.push(self.body.len() as u16);
         put_varint(&mut self.body, key.len() as u64);
@@ -121,6 +126,11 @@ impl BlockBuilder {
     }
 
     /// Appends an index entry.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a block is at most one unit set or one entry (key <= 4 KiB, inline value \
+                  <= 8 KiB, Options::validate): well under 64 KiB and 256 units"
+    )]
     pub fn add_index(&mut self, first_key: &[u8], addr: u64, units: u8) {
         self.offsets.push(self.body.len() as u16);
         put_varint(&mut self.body, first_key.len() as u64);
@@ -131,6 +141,11 @@ impl BlockBuilder {
 
     /// Serializes the block (checksum seeded with `epoch`) into `out` and resets the
     /// builder. Returns the number of units.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a block is at most one unit set or one entry (key <= 4 KiB, inline value \
+                  <= 8 KiB, Options::validate): well under 64 KiB and 256 units"
+    )]
     pub fn finish(&mut self, epoch: u64, out: &mut Vec<u8>) -> u8 {
         let n = self.offsets.len();
         let raw = BLOCK_HEADER + 2 * n + self.body.len();
@@ -154,7 +169,7 @@ impl BlockBuilder {
 }
 
 /// Why bytes are not a valid block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockError {
     /// Checksum mismatch.
     Checksum {
@@ -193,6 +208,9 @@ pub struct IndexEntry<'a> {
 
 impl<'a> Block<'a> {
     /// Verifies `bytes` (exactly one block) against its checksum and structure.
+    ///
+    /// # Errors
+    /// [`BlockError`]: checksum mismatch, or a header that cannot be right.
     pub fn open(bytes: &'a [u8], epoch: u64, want: BlockKind) -> Result<Self, BlockError> {
         if bytes.len() < BLOCK_HEADER {
             return Err(BlockError::Malformed("short block"));
@@ -221,6 +239,9 @@ impl<'a> Block<'a> {
     /// increase. `open` checks only the checksum and header (a block that passed its
     /// checksum was written by the builder); accessors still return `None` rather than
     /// panic on anything malformed.
+    ///
+    /// # Errors
+    /// [`BlockError::Malformed`] naming the first problem.
     pub fn validate(&self) -> Result<(), BlockError> {
         let mut prev: Option<&[u8]> = None;
         for i in 0..self.count {
@@ -243,11 +264,13 @@ impl<'a> Block<'a> {
     }
 
     /// Entries.
+    #[must_use]
     pub fn count(&self) -> usize {
         self.count
     }
 
     /// Block kind.
+    #[must_use]
     pub fn kind(&self) -> BlockKind {
         self.kind
     }
@@ -259,17 +282,19 @@ impl<'a> Block<'a> {
 
     fn key_and_rest(&self, i: usize) -> Option<(&'a [u8], usize)> {
         let mut p = self.entry_start(i)?;
-        let n = get_varint(self.bytes, &mut p)? as usize;
+        let n = usize_from(get_varint(self.bytes, &mut p)?);
         let key = self.bytes.get(p..p.checked_add(n)?)?;
         Some((key, p + n))
     }
 
     /// Key of entry `i`.
+    #[must_use]
     pub fn key_at(&self, i: usize) -> Option<&'a [u8]> {
         self.key_and_rest(i).map(|(k, _)| k)
     }
 
     /// Key and value of data entry `i`.
+    #[must_use]
     pub fn data_at(&self, i: usize) -> Option<(&'a [u8], ValueRef<'a>)> {
         let (key, mut p) = self.key_and_rest(i)?;
         let vtype = *self.bytes.get(p)?;
@@ -277,7 +302,7 @@ impl<'a> Block<'a> {
         let v = match vtype {
             0 => ValueRef::Tombstone,
             1 => {
-                let n = get_varint(self.bytes, &mut p)? as usize;
+                let n = usize_from(get_varint(self.bytes, &mut p)?);
                 ValueRef::Inline(self.bytes.get(p..p.checked_add(n)?)?)
             }
             2 => ValueRef::Separated(ValuePtr {
@@ -290,6 +315,7 @@ impl<'a> Block<'a> {
     }
 
     /// Index entry `i`.
+    #[must_use]
     pub fn index_at(&self, i: usize) -> Option<IndexEntry<'a>> {
         let (first_key, p) = self.key_and_rest(i)?;
         let addr = get_u64(self.bytes, p)?;
@@ -304,10 +330,11 @@ impl<'a> Block<'a> {
     /// Binary search: `Some(Ok(i))` if `key` is entry `i`, `Some(Err(i))` = number of
     /// entries below `key`, `None` if an entry on the search path does not decode
     /// (never a wrong answer from damaged bytes).
+    #[must_use]
     pub fn search(&self, key: &[u8]) -> Option<Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
-            let mid = (lo + hi) / 2;
+            let mid = usize::midpoint(lo, hi);
             match self.key_at(mid)?.cmp(key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Equal => return Some(Ok(mid)),
@@ -318,8 +345,9 @@ impl<'a> Block<'a> {
     }
 
     /// Index: `Some(Some(i))` for the entry whose data block may hold `key` (last
-    /// first_key <= key), `Some(None)` if `key` is below every entry, `None` if the
+    /// `first_key` <= key), `Some(None)` if `key` is below every entry, `None` if the
     /// block does not decode.
+    #[must_use]
     pub fn child_for(&self, key: &[u8]) -> Option<Option<usize>> {
         Some(match self.search(key)? {
             Ok(i) => Some(i),
@@ -353,13 +381,13 @@ mod tests {
             for i in 0..n {
                 let k = i.to_be_bytes();
                 let at = blk.search(&k);
-                assert_eq!(at, Some(Ok(i as usize)));
+                assert_eq!(at, Some(Ok(usize_from(i))));
                 assert_eq!(
-                    blk.data_at(i as usize).map(|(_, v)| v),
+                    blk.data_at(usize_from(i)).map(|(_, v)| v),
                     Some(ValueRef::Inline(&i.to_le_bytes()[..]))
                 );
             }
-            assert_eq!(blk.search(&[0xFF; 9]), Some(Err(n as usize)));
+            assert_eq!(blk.search(&[0xFF; 9]), Some(Err(usize_from(n))));
         }
         assert!(
             Block::open(&out, 8, BlockKind::Data).is_err(),
@@ -413,7 +441,7 @@ mod tests {
             for kind in [BlockKind::Data, BlockKind::Index] {
                 if let Ok(b) = Block::open(&bytes, epoch, kind) {
                     let _ = b.validate();
-                    for i in 0..b.count() + 1 {
+                    for i in 0..=b.count() {
                         let _ = (b.data_at(i), b.index_at(i), b.key_at(i));
                     }
                     let _ = b.search(b"key");
@@ -430,7 +458,7 @@ mod tests {
             let kind = if bytes[4] == 1 { BlockKind::Data } else { BlockKind::Index };
             if let Ok(b) = Block::open(&bytes, 5, kind) {
                 let _ = b.validate();
-                for i in 0..b.count().min(64) + 1 {
+                for i in 0..=b.count().min(64) {
                     let _ = (b.data_at(i), b.index_at(i), b.key_at(i));
                 }
                 let _ = (b.search(b"m"), b.child_for(b"m"));

@@ -139,6 +139,10 @@ impl LstBuilder {
     }
 
     /// Finishes the LST in progress, if it has entries.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "an LST is at most table_max_bytes (<= 16 MiB, Options::validate) plus two blocks"
+    )]
     pub fn finish(&mut self) -> Option<BuiltLst> {
         self.close_data_block();
         let min_key = self.min_key.take()?;

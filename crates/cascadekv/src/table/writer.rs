@@ -41,6 +41,10 @@ impl TableWriter {
 
     /// Writes `b` into a table chunk (allocating one when needed) and returns the
     /// handle. Not durable until [`TableWriter::sync`].
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "an LST is at most table_max_bytes (<= 16 MiB, Options::validate) plus two blocks"
+    )]
     pub fn place(&mut self, b: BuiltLst) -> Result<Arc<Lst>> {
         let need = b.bytes.len() as u64;
         let fits = self
