@@ -47,7 +47,7 @@ impl Default for ServerConfig {
             port: 6380,
             sync: false,
             sync_interval_ms: 1000,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            threads: std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             metrics_port: None,
             requirepass: None,
             timeout_secs: 0,
@@ -60,28 +60,28 @@ impl Default for ServerConfig {
 
 /// Settings `CONFIG SET` may change while the server runs.
 #[derive(Debug)]
-pub struct RuntimeConfig {
+pub(crate) struct RuntimeConfig {
     /// Password, if any.
-    pub requirepass: Mutex<Option<Vec<u8>>>,
+    pub(crate) requirepass: Mutex<Option<Vec<u8>>>,
     /// Idle timeout in seconds (0 = none).
-    pub timeout_secs: AtomicU64,
+    pub(crate) timeout_secs: AtomicU64,
     /// Most clients.
-    pub maxclients: AtomicU64,
+    pub(crate) maxclients: AtomicU64,
     /// Group-commit every write before replying.
-    pub sync: AtomicBool,
+    pub(crate) sync: AtomicBool,
     /// Background persist interval in buffered mode (ms, 0 = never).
-    pub sync_interval_ms: AtomicU64,
+    pub(crate) sync_interval_ms: AtomicU64,
     /// Largest bulk string accepted (applies to new connections).
-    pub max_bulk: AtomicU64,
+    pub(crate) max_bulk: AtomicU64,
     /// Most elements in a request (applies to new connections).
-    pub max_args: AtomicU64,
+    pub(crate) max_args: AtomicU64,
     /// Most unparsed bytes buffered per client.
-    pub query_buffer_limit: AtomicU64,
+    pub(crate) query_buffer_limit: AtomicU64,
 }
 
 impl RuntimeConfig {
     /// From the start-up settings.
-    pub fn new(c: &ServerConfig) -> RuntimeConfig {
+    pub(crate) fn new(c: &ServerConfig) -> RuntimeConfig {
         RuntimeConfig {
             requirepass: Mutex::new(c.requirepass.clone().map(String::into_bytes)),
             timeout_secs: AtomicU64::new(c.timeout_secs),
@@ -95,7 +95,7 @@ impl RuntimeConfig {
     }
 
     /// `appendfsync` as Redis names the mode.
-    pub fn appendfsync(&self) -> &'static str {
+    pub(crate) fn appendfsync(&self) -> &'static str {
         if self.sync.load(Ordering::Relaxed) {
             "always"
         } else if self.sync_interval_ms.load(Ordering::Relaxed) > 0 {
@@ -106,7 +106,7 @@ impl RuntimeConfig {
     }
 
     /// Every parameter and its value, in a stable order (CONFIG GET).
-    pub fn params(&self, fixed: &ServerConfig) -> Vec<(&'static str, String)> {
+    pub(crate) fn params(&self, fixed: &ServerConfig) -> Vec<(&'static str, String)> {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
         vec![
             ("bind", fixed.bind.clone()),
@@ -152,7 +152,7 @@ impl RuntimeConfig {
     }
 
     /// CONFIG SET one parameter.
-    pub fn set(&self, name: &str, value: &[u8]) -> CmdResult<()> {
+    pub(crate) fn set(&self, name: &str, value: &[u8]) -> CmdResult<()> {
         let v = String::from_utf8_lossy(value).into_owned();
         let invalid = |why: &str| {
             CmdError::err(format!(
@@ -170,14 +170,14 @@ impl RuntimeConfig {
                 if n < 1024 {
                     return Err(invalid("argument must be a memory value of at least 1kb"));
                 }
-                self.max_bulk.store(n, Ordering::Relaxed)
+                self.max_bulk.store(n, Ordering::Relaxed);
             }
             "client-query-buffer-limit" => {
                 let n = num()?;
                 if n < 1024 * 1024 {
                     return Err(invalid("argument must be a memory value of at least 1mb"));
                 }
-                self.query_buffer_limit.store(n, Ordering::Relaxed)
+                self.query_buffer_limit.store(n, Ordering::Relaxed);
             }
             "requirepass" => {
                 *self.requirepass.lock() = (!value.is_empty()).then(|| value.to_vec());
@@ -229,7 +229,7 @@ impl RuntimeConfig {
 }
 
 /// Parses `123`, `64kb`, `512mb`, `1gb` (Redis memory units, 1024-based).
-pub fn parse_mem(s: &str) -> Option<u64> {
+pub(crate) fn parse_mem(s: &str) -> Option<u64> {
     let s = s.trim().to_ascii_lowercase();
     let (num, mul) = if let Some(n) = s.strip_suffix("gb") {
         (n, 1u64 << 30)

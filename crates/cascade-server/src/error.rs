@@ -9,7 +9,7 @@ use std::fmt;
 /// Why a command failed; [`fmt::Display`] is the reply text without the leading `-`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum CmdError {
+pub(crate) enum CmdError {
     /// The key holds another type.
     WrongType,
     /// An argument or stored value is not a 64-bit integer.
@@ -28,7 +28,7 @@ pub enum CmdError {
 
 impl CmdError {
     /// `ERR <msg>`.
-    pub fn err(msg: impl fmt::Display) -> CmdError {
+    pub(crate) fn err(msg: impl fmt::Display) -> CmdError {
         CmdError::Msg(format!("ERR {msg}"))
     }
 }
@@ -61,4 +61,4 @@ impl From<cascadekv::Error> for CmdError {
 }
 
 /// Result of a command step.
-pub type CmdResult<T> = Result<T, CmdError>;
+pub(crate) type CmdResult<T> = Result<T, CmdError>;

@@ -4,7 +4,7 @@
 //! every ready connection, parses and executes the complete commands it holds
 //! (pipelining: many per read), appending replies to the connection's output buffer,
 //! (3) if any command wrote and the server runs with sync durability, persists its own
-//! engine log once for the whole round (group commit, FlatStore's horizontal batching
+//! engine log once for the whole round (group commit, `FlatStore`'s horizontal batching
 //! per thread), and only then (4) writes the replies. All engine writes of this
 //! worker's clients go to this thread's exclusive log.
 //!
@@ -28,34 +28,38 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
-use crate::cmd::{dispatch, Client, Ctx};
+use crate::cmd::{dispatch, Client, Commands, Ctx};
 use crate::metrics::WorkerStats;
 use crate::resp::parse::{Limits, Parser};
 use crate::resp::reply::{self, Out};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Unsent output at which a connection stops being served until it drains.
-pub const OUT_HIGH: usize = 4 << 20;
+pub(crate) const OUT_HIGH: usize = 4 << 20;
 /// Bytes read from one connection per round.
-pub const READ_BUDGET: usize = 1 << 20;
+pub(crate) const READ_BUDGET: usize = 1 << 20;
 const READ_CHUNK: usize = 16 << 10;
 const WAKE: Token = Token(0);
 
 /// Hands accepted sockets to a worker.
 #[derive(Clone)]
-pub struct Inbox {
+pub(crate) struct Inbox {
     queue: Arc<Mutex<Vec<(TcpStream, SocketAddr, u64)>>>,
     waker: Arc<Waker>,
 }
 
 impl Inbox {
     /// Queues a connection and wakes the worker.
-    pub fn send(&self, sock: TcpStream, peer: SocketAddr, id: u64) {
+    pub(crate) fn send(&self, sock: TcpStream, peer: SocketAddr, id: u64) {
         self.queue.lock().push((sock, peer, id));
         let _ = self.waker.wake();
     }
 }
 
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent connection states, each checked on its own"
+)]
 struct Conn {
     sock: TcpStream,
     client: Client,
@@ -82,8 +86,9 @@ impl Conn {
 }
 
 /// One worker thread's state.
-pub struct Worker {
+pub(crate) struct Worker {
     shared: Arc<Shared>,
+    commands: Arc<Commands>,
     stats: Arc<WorkerStats>,
     poll: Poll,
     waker: Arc<Waker>,
@@ -95,17 +100,21 @@ pub struct Worker {
 
 impl Worker {
     /// A worker (not yet running).
-    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> std::io::Result<Worker> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        commands: Arc<Commands>,
+        stats: Arc<WorkerStats>,
+    ) -> std::io::Result<Worker> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-        let is_write = shared
-            .commands
+        let is_write = commands
             .specs
             .iter()
-            .map(|s| s.flags.contains(&"write"))
+            .map(crate::cmd::Spec::writes)
             .collect();
         Ok(Worker {
             shared,
+            commands,
             stats,
             poll,
             waker,
@@ -117,7 +126,7 @@ impl Worker {
     }
 
     /// Where the acceptor sends connections.
-    pub fn inbox(&self) -> Inbox {
+    pub(crate) fn inbox(&self) -> Inbox {
         Inbox {
             queue: self.queue.clone(),
             waker: self.waker.clone(),
@@ -125,12 +134,12 @@ impl Worker {
     }
 
     /// The waker (for shutdown).
-    pub fn waker(&self) -> Arc<Waker> {
+    pub(crate) fn waker(&self) -> Arc<Waker> {
         self.waker.clone()
     }
 
     /// Runs until shutdown, then answers what was received and closes every client.
-    pub fn run(mut self) {
+    pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         // Connections with work left over from the previous round.
         let mut ready: Vec<Token> = Vec::new();
@@ -153,7 +162,7 @@ impl Worker {
             }
             round.clear();
             round.append(&mut ready);
-            for ev in events.iter() {
+            for ev in &events {
                 if ev.token() == WAKE {
                     self.adopt();
                 } else {
@@ -174,8 +183,8 @@ impl Worker {
     fn adopt(&mut self) {
         let new: Vec<_> = std::mem::take(&mut *self.queue.lock());
         let limits = Limits {
-            max_bulk: self.shared.config.max_bulk.load(Ordering::Relaxed) as usize,
-            max_args: self.shared.config.max_args.load(Ordering::Relaxed) as usize,
+            max_bulk: to_usize(self.shared.config.max_bulk.load(Ordering::Relaxed)),
+            max_args: to_usize(self.shared.config.max_args.load(Ordering::Relaxed)),
         };
         for (mut sock, peer, id) in new {
             let token = Token(self.next_token);
@@ -194,13 +203,7 @@ impl Worker {
                 token,
                 Conn {
                     sock,
-                    client: Client {
-                        id,
-                        addr: peer.to_string(),
-                        name: None,
-                        authed,
-                        close_after_reply: false,
-                    },
+                    client: Client::new(id, peer.to_string(), authed),
                     parser: Parser::new(limits),
                     inbuf: Vec::new(),
                     rpos: 0,
@@ -236,15 +239,16 @@ impl Worker {
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
             }
-            c.backlog = execute(c, &self.shared, &self.stats, &self.is_write);
+            c.backlog = execute(c, &self.shared, &self.commands, &self.stats, &self.is_write);
             more |= c.backlog;
             // What is left after executing is one incomplete command (or, with
             // `backlog`, commands waiting for the client to read its replies).
-            let limit = self
-                .shared
-                .config
-                .query_buffer_limit
-                .load(Ordering::Relaxed) as usize;
+            let limit = to_usize(
+                self.shared
+                    .config
+                    .query_buffer_limit
+                    .load(Ordering::Relaxed),
+            );
             if !c.backlog && c.inbuf.len() - c.rpos > limit {
                 eprintln!(
                     "cascade: closing client {} ({}): query buffer over {limit} bytes",
@@ -357,6 +361,11 @@ impl Worker {
     }
 }
 
+/// A configured size as `usize` (saturating on 32-bit targets).
+fn to_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
 /// Reads up to [`READ_BUDGET`]. Returns true if more input may be waiting.
 fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
     if c.eof {
@@ -408,7 +417,13 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
 
 /// Executes complete commands while the output is below the mark. Returns true if
 /// complete commands are left (output full).
-fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]) -> bool {
+fn execute(
+    c: &mut Conn,
+    shared: &Shared,
+    commands: &Commands,
+    stats: &WorkerStats,
+    is_write: &[bool],
+) -> bool {
     let Conn {
         parser,
         inbuf,
@@ -434,6 +449,7 @@ fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]
                 let t = Instant::now();
                 let mut ctx = Ctx {
                     shared,
+                    commands,
                     client,
                     out,
                 };
