@@ -7,7 +7,7 @@
 use std::fmt;
 
 /// Why a command failed; [`fmt::Display`] is the reply text without the leading `-`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub(crate) enum CmdError {
     /// The key holds another type.
@@ -24,6 +24,9 @@ pub(crate) enum CmdError {
     Msg(String),
     /// The engine failed; the message is the reply text.
     Engine(String),
+    /// A blocking command found nothing: park the client for this many seconds
+    /// (0 = forever) and run the command again when one of its keys changes.
+    Block(f64),
 }
 
 impl CmdError {
@@ -44,6 +47,7 @@ impl fmt::Display for CmdError {
             CmdError::Syntax => f.write_str("ERR syntax error"),
             CmdError::Overflow => f.write_str("ERR increment or decrement would overflow"),
             CmdError::Msg(m) | CmdError::Engine(m) => f.write_str(m),
+            CmdError::Block(_) => f.write_str("ERR blocked"),
         }
     }
 }

@@ -22,6 +22,38 @@ pub(crate) fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A pseudo-random number (xorshift64* per thread, seeded from the clock and the
+/// thread): for SPOP, SRANDMEMBER, RANDOMKEY and friends, not for secrets.
+pub(crate) fn random_u64() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let id = format!("{:?}", std::thread::current().id());
+            // Truncating the nanoseconds keeps their fast-changing low bits.
+            #[expect(clippy::cast_possible_truncation, reason = "only the low bits seed")]
+            let low = t as u64;
+            mix(low ^ hash64(id.as_bytes())) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
+}
+
+/// A pseudo-random index below `n` (`n > 0`).
+pub(crate) fn random_below(n: usize) -> usize {
+    let n64 = u64::try_from(n).unwrap_or(u64::MAX).max(1);
+    usize::try_from(random_u64() % n64).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -217,7 +217,7 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
         "cascade_blocked_clients",
         Gauge,
         "Clients waiting in a blocking command.",
-        0,
+        m.blocked.load(Ordering::Relaxed),
     );
     l.info(s, "tracking_clients", 0);
     l.info(s, "clients_in_timeout_table", 0);

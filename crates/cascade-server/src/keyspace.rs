@@ -9,10 +9,13 @@
 //! | `0x03`    | `03 len(key), key, member`               | zset score (f64 bits, LE)     |
 //! | `0x04`    | `04 len(key), key, sortable(score), member` | empty (score order index)  |
 //! | `0x05`    | `05 expire_at_ms u64 BE, key`            | empty (expiry queue)          |
+//! | `0x06`    | `06 len(key), key, member`               | empty (set member)            |
+//! | `0x07`    | `07 len(key), key, index u64 BE`         | list element                  |
 //!
 //! Invariants: a user key exists iff its `0x01` entry exists; the `0x01` entries are in
 //! user-key order, so `SCAN`, `KEYS` and `CASCADE.RANGE` are range scans of namespace
-//! 1; a hash or zset is one contiguous range of namespace 2 / 3 / 4 (the length prefix
+//! 1; a hash, zset, set or list is one contiguous range of namespace 2 / 3 / 4 / 6 / 7
+//! (the length prefix
 //! keeps `key` from being a prefix of another key's range); a key with an expiry has
 //! exactly one `0x05` entry, which the sweeper uses to find expired keys in time order.
 //! All entries of one command are written in one atomic engine batch.
@@ -29,6 +32,13 @@ pub(crate) const NS_ZMEMBER: u8 = 0x03;
 pub(crate) const NS_ZSCORE: u8 = 0x04;
 /// Expiry queue.
 pub(crate) const NS_EXPIRE: u8 = 0x05;
+/// Set members.
+pub(crate) const NS_SET: u8 = 0x06;
+/// List elements by index.
+pub(crate) const NS_LIST: u8 = 0x07;
+/// Index of the first element of a new list: the middle of the u64 range, so a list
+/// can grow 2^63 elements in either direction.
+pub(crate) const LIST_START: u64 = 1 << 63;
 
 /// A Redis data type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +49,10 @@ pub(crate) enum Type {
     Hash,
     /// Sorted sets.
     ZSet,
+    /// Sets.
+    Set,
+    /// Lists.
+    List,
 }
 
 impl Type {
@@ -48,6 +62,19 @@ impl Type {
             Type::String => "string",
             Type::Hash => "hash",
             Type::ZSet => "zset",
+            Type::Set => "set",
+            Type::List => "list",
+        }
+    }
+
+    /// The namespaces holding this type's elements.
+    pub(crate) fn spaces(self) -> &'static [u8] {
+        match self {
+            Type::String => &[],
+            Type::Hash => &[NS_HASH],
+            Type::ZSet => &[NS_ZMEMBER, NS_ZSCORE],
+            Type::Set => &[NS_SET],
+            Type::List => &[NS_LIST],
         }
     }
 
@@ -56,6 +83,8 @@ impl Type {
             Type::String => 0,
             Type::Hash => 1,
             Type::ZSet => 2,
+            Type::Set => 3,
+            Type::List => 4,
         }
     }
 
@@ -64,6 +93,8 @@ impl Type {
             0 => Some(Type::String),
             1 => Some(Type::Hash),
             2 => Some(Type::ZSet),
+            3 => Some(Type::Set),
+            4 => Some(Type::List),
             _ => None,
         }
     }
@@ -72,7 +103,9 @@ impl Type {
 const FLAG_EXPIRES: u8 = 1;
 
 /// The decoded `0x01` value: `type u8, flags u8, [expire_at_ms u64 LE], payload`.
-/// The payload is the string's bytes, or the element count (u64 LE) of a hash or zset.
+/// The payload is the string's bytes, or the element count (u64 LE) of a hash, zset
+/// or set; a list's payload is its count and the index of its first element (u64 LE
+/// each).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Meta {
     /// The type.
@@ -102,7 +135,27 @@ impl Meta {
         }
     }
 
-    /// The element count of a hash or zset.
+    /// A list header: `count` elements at indexes `head..head + count`.
+    pub(crate) fn list(count: u64, head: u64, expire_at: Option<u64>) -> Meta {
+        let mut payload = count.to_le_bytes().to_vec();
+        payload.extend_from_slice(&head.to_le_bytes());
+        Meta {
+            ty: Type::List,
+            expire_at,
+            payload,
+        }
+    }
+
+    /// The index of a list's first element.
+    pub(crate) fn list_head(&self) -> u64 {
+        let mut b = [0u8; 8];
+        if let Some(h) = self.payload.get(8..16) {
+            b.copy_from_slice(h);
+        }
+        u64::from_le_bytes(b)
+    }
+
+    /// The element count of a collection.
     pub(crate) fn count(&self) -> u64 {
         let mut b = [0u8; 8];
         let n = self.payload.len().min(8);
@@ -138,7 +191,12 @@ impl Meta {
         } else {
             (None, rest)
         };
-        if ty != Type::String && rest.len() != 8 {
+        let want = match ty {
+            Type::String => rest.len(),
+            Type::List => 16,
+            Type::Hash | Type::ZSet | Type::Set => 8,
+        };
+        if rest.len() != want {
             return Err(bad());
         }
         Ok(Meta {

@@ -41,6 +41,7 @@ mod http;
 mod info;
 mod keyspace;
 mod metrics;
+mod notify;
 pub mod resp;
 mod server;
 mod shared;

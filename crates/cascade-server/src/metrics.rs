@@ -95,6 +95,8 @@ pub(crate) struct Metrics {
     pub(crate) rejected: AtomicU64,
     /// Clients closed for idleness.
     pub(crate) timed_out: AtomicU64,
+    /// Clients parked in a blocking command.
+    pub(crate) blocked: AtomicI64,
 }
 
 /// One command's totals over all workers.

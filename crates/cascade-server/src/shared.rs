@@ -18,7 +18,6 @@ use parking_lot::Mutex;
 
 use crate::clients::Clients;
 use crate::config::{RuntimeConfig, ServerConfig};
-use crate::cursors::Cursors;
 use crate::keyspace::now_ms;
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -28,8 +27,6 @@ use crate::store::Store;
 pub(crate) struct Shared {
     /// The keyspace.
     pub(crate) store: Store,
-    /// SCAN cursors.
-    pub(crate) cursors: Cursors,
     /// Settings CONFIG SET may change.
     pub(crate) config: RuntimeConfig,
     /// Start-up settings.
@@ -58,7 +55,6 @@ impl Shared {
         let h = |s: &[u8]| crate::hash::hash64(s);
         Shared {
             store,
-            cursors: Cursors::new(h(&seed.to_le_bytes())),
             config: RuntimeConfig::new(&fixed),
             metrics,
             clients: Clients::default(),

@@ -32,11 +32,13 @@ use std::sync::Arc;
 use cascadekv::{Db, DbIter, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::cursors::Cursors;
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{
-    self, expire_key, meta_key, now_ms, prefix_end, sub_prefix, Meta, Type, NS_EXPIRE, NS_HASH,
-    NS_META, NS_ZMEMBER, NS_ZSCORE,
+    self, expire_key, meta_key, now_ms, prefix_end, sub_prefix, Meta, Type, NS_EXPIRE, NS_META,
 };
+use crate::notify::Notify;
+use crate::resp::reply::{self, Out};
 
 const STRIPES: usize = 1024;
 
@@ -48,6 +50,10 @@ pub(crate) struct Store {
     expires: AtomicI64,
     /// Keys deleted by the expiry sweeper (INFO `expired_keys`).
     expired_keys: AtomicI64,
+    /// WATCH flags and parked clients.
+    notify: Notify,
+    /// SCAN, SSCAN, HSCAN and ZSCAN cursors.
+    cursors: Cursors,
 }
 
 impl std::fmt::Debug for Store {
@@ -70,6 +76,8 @@ impl Store {
             keys: AtomicI64::new(0),
             expires: AtomicI64::new(0),
             expired_keys: AtomicI64::new(0),
+            notify: Notify::default(),
+            cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
         };
         let (mut keys, mut expires) = (0i64, 0i64);
         let it = store.db.iter_bounds(
@@ -91,6 +99,16 @@ impl Store {
     /// The engine.
     pub(crate) fn db(&self) -> &Arc<Db> {
         &self.db
+    }
+
+    /// Key-change notifications.
+    pub(crate) fn notify(&self) -> &Notify {
+        &self.notify
+    }
+
+    /// The SCAN cursor table.
+    pub(crate) fn cursors(&self) -> &Cursors {
+        &self.cursors
     }
 
     /// Keys (DBSIZE).
@@ -132,8 +150,22 @@ impl Store {
             writes,
             dkeys,
             dexpires,
+            flushed,
+            touched,
             ..
         } = tx;
+        if flushed {
+            let watched = self.notify.watched_keys();
+            let live: Vec<Vec<u8>> = {
+                let probe = Tx::new(self);
+                watched
+                    .into_iter()
+                    .filter(|k| probe.meta(k).ok().flatten().is_some())
+                    .collect()
+            };
+            self.flush_all()?;
+            self.notify.touched(&live);
+        }
         if writes.len() == 1 {
             if let Some((k, v)) = writes.into_iter().next() {
                 match v {
@@ -153,6 +185,7 @@ impl Store {
         }
         self.keys.fetch_add(dkeys, Ordering::Relaxed);
         self.expires.fetch_add(dexpires, Ordering::Relaxed);
+        self.notify.touched(&touched);
         Ok(())
     }
 
@@ -171,7 +204,7 @@ impl Store {
             let mut tx = Tx::new(self);
             match tx.raw_meta(key)? {
                 Some(m) if m.expire_at == Some(at) && m.expired(now) => {
-                    tx.remove(key, &m)?;
+                    tx.purge(key, &m)?;
                     n += 1;
                 }
                 // A stale queue entry (the expiry changed meanwhile): drop it.
@@ -185,8 +218,8 @@ impl Store {
         Ok(n)
     }
 
-    /// Deletes every key (FLUSHDB). The caller holds every stripe lock.
-    pub(crate) fn flush_all(&self) -> CmdResult<()> {
+    /// Deletes every key. The caller holds every stripe lock.
+    fn flush_all(&self) -> CmdResult<()> {
         loop {
             let chunk = self.db.scan(None, None, 4096)?;
             if chunk.is_empty() {
@@ -215,6 +248,13 @@ pub(crate) struct Tx<'s> {
     dexpires: i64,
     /// The time this command sees (Unix ms).
     now: u64,
+    /// FLUSHDB ran: the engine's contents are gone for this transaction's reads, and
+    /// are deleted at commit before its writes are applied.
+    flushed: bool,
+    /// User keys changed (recorded while anyone watches or waits).
+    touched: Vec<Vec<u8>>,
+    /// Blocking commands may park the client (not inside MULTI/EXEC).
+    may_block: bool,
 }
 
 impl<'s> Tx<'s> {
@@ -226,12 +266,51 @@ impl<'s> Tx<'s> {
             dkeys: 0,
             dexpires: 0,
             now: now_ms(),
+            flushed: false,
+            touched: Vec::new(),
+            may_block: false,
         }
     }
 
-    /// The keyspace.
-    pub(crate) fn store(&self) -> &'s Store {
-        self.store
+    /// Lets blocking commands park the client.
+    pub(crate) fn allow_blocking(&mut self) {
+        self.may_block = true;
+    }
+
+    /// A blocking command found nothing: park for `timeout` seconds, or (inside
+    /// MULTI/EXEC) reply with the null array at once.
+    pub(crate) fn block(&self, timeout: f64, out: &mut Out) -> CmdResult<()> {
+        if self.may_block {
+            Err(CmdError::Block(timeout))
+        } else {
+            reply::nil_array(out);
+            Ok(())
+        }
+    }
+
+    /// FLUSHDB: every key goes, atomically with the rest of this transaction.
+    pub(crate) fn flush(&mut self) {
+        self.writes.clear();
+        self.flushed = true;
+        // Counts restart from zero at the commit's flush.
+        self.dkeys = 0;
+        self.dexpires = 0;
+    }
+
+    /// Keys as this transaction sees them (DBSIZE).
+    pub(crate) fn key_count(&self) -> i64 {
+        let base = if self.flushed {
+            0
+        } else {
+            self.store.key_count()
+        };
+        (base + self.dkeys).max(0)
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        if self.store.notify.active() {
+            self.touched.push(key.to_vec());
+        }
     }
 
     /// The time this command sees (Unix ms).
@@ -243,6 +322,7 @@ impl<'s> Tx<'s> {
     pub(crate) fn get(&self, k: &[u8]) -> CmdResult<Option<Vec<u8>>> {
         match self.writes.get(k) {
             Some(v) => Ok(v.clone()),
+            None if self.flushed => Ok(None),
             None => Ok(self.store.db.get(k)?),
         }
     }
@@ -251,6 +331,7 @@ impl<'s> Tx<'s> {
     pub(crate) fn contains(&self, k: &[u8]) -> CmdResult<bool> {
         match self.writes.get(k) {
             Some(v) => Ok(v.is_some()),
+            None if self.flushed => Ok(false),
             None => Ok(self.store.db.get(k)?.is_some()),
         }
     }
@@ -266,6 +347,10 @@ impl<'s> Tx<'s> {
     }
 
     /// Entries in `[lo, hi]` (per the bounds) in key order, pending writes merged in.
+    #[expect(
+        clippy::needless_pass_by_value,
+        reason = "bounds are built for the call; the engine takes them by value"
+    )]
     pub(crate) fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> CmdResult<TxIter<'_>> {
         let empty = match (&lo, &hi) {
             (Bound::Included(a), Bound::Included(b)) => a > b,
@@ -273,13 +358,23 @@ impl<'s> Tx<'s> {
             | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
             _ => false,
         };
+        let db = if self.flushed {
+            None
+        } else {
+            Some(
+                self.store
+                    .db
+                    .iter_bounds(lo.clone(), hi.clone())?
+                    .peekable(),
+            )
+        };
         let over = if empty {
             None
         } else {
             Some(self.writes.range::<Vec<u8>, _>((lo.clone(), hi.clone())))
         };
         Ok(TxIter {
-            db: self.store.db.iter_bounds(lo, hi)?.peekable(),
+            db,
             over: over.map(Iterator::peekable),
         })
     }
@@ -322,7 +417,7 @@ impl<'s> Tx<'s> {
     pub(crate) fn begin(&mut self, key: &[u8]) -> CmdResult<Option<Meta>> {
         match self.raw_meta(key)? {
             Some(m) if m.expired(self.now) => {
-                self.remove(key, &m)?;
+                self.purge(key, &m)?;
                 Ok(None)
             }
             m => Ok(m),
@@ -349,26 +444,28 @@ impl<'s> Tx<'s> {
             }
         }
         self.put(meta_key(key), new.encode());
+        self.touch(key);
         if old.is_none() {
             self.dkeys += 1;
         }
         self.dexpires += i64::from(new.expire_at.is_some()) - i64::from(old_exp.is_some());
     }
 
-    /// Deletes `key` and everything it owns.
+    /// Deletes `key` and everything it owns (a change: watchers see it).
     pub(crate) fn remove(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
+        self.touch(key);
+        self.purge(key, old)
+    }
+
+    /// Deletes an expired `key` and everything it owns (not a change for watchers).
+    fn purge(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
         self.delete(meta_key(key));
         if let Some(t) = old.expire_at {
             self.delete(expire_key(t, key));
             self.dexpires -= 1;
         }
         self.dkeys -= 1;
-        let spaces: &[u8] = match old.ty {
-            Type::String => &[],
-            Type::Hash => &[NS_HASH],
-            Type::ZSet => &[NS_ZMEMBER, NS_ZSCORE],
-        };
-        for &ns in spaces {
+        for &ns in old.ty.spaces() {
             for (k, _) in self.prefix_scan(&sub_prefix(ns, key), usize::MAX)? {
                 self.delete(k);
             }
@@ -386,7 +483,10 @@ impl<'s> Tx<'s> {
         if count == 0 {
             self.remove(key, old)
         } else {
-            let new = Meta::collection(old.ty, count, old.expire_at);
+            let mut new = Meta::collection(old.ty, count, old.expire_at);
+            if old.ty == Type::List {
+                new = Meta::list(count, old.list_head(), old.expire_at);
+            }
             self.set_meta(key, Some(old), &new);
             Ok(())
         }
@@ -399,7 +499,7 @@ type Pending<'a> = btree_map::Range<'a, Vec<u8>, Option<Vec<u8>>>;
 /// A [`Tx`]'s merged view of a key range: engine entries with the pending writes
 /// applied, in key order.
 pub(crate) struct TxIter<'a> {
-    db: Peekable<DbIter<'a>>,
+    db: Option<Peekable<DbIter<'a>>>,
     over: Option<Peekable<Pending<'a>>>,
 }
 
@@ -418,7 +518,7 @@ impl Iterator for TxIter<'_> {
                 .over
                 .as_mut()
                 .and_then(|o| o.peek().map(|(k, _)| k.as_slice()));
-            let step = match (self.db.peek(), over_key) {
+            let step = match (self.db.as_mut().and_then(Peekable::peek), over_key) {
                 (Some(Err(_) | Ok(_)), None) | (Some(Err(_)), Some(_)) => Next::Db,
                 (None, None) => Next::Done,
                 (None, Some(_)) => Next::Over { shadows_db: false },
@@ -430,10 +530,12 @@ impl Iterator for TxIter<'_> {
             };
             match step {
                 Next::Done => return None,
-                Next::Db => return self.db.next().map(|r| r.map_err(CmdError::from)),
+                Next::Db => return self.db.as_mut()?.next().map(|r| r.map_err(CmdError::from)),
                 Next::Over { shadows_db } => {
                     if shadows_db {
-                        self.db.next();
+                        if let Some(db) = self.db.as_mut() {
+                            db.next();
+                        }
                     }
                     let (k, v) = self.over.as_mut()?.next()?;
                     if let Some(v) = v {

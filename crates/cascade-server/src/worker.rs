@@ -30,6 +30,8 @@ use parking_lot::Mutex;
 
 use crate::cmd::{dispatch, Client, Commands, Ctx};
 use crate::metrics::WorkerStats;
+use crate::notify::WakeFn;
+use crate::resp::parse::Command;
 use crate::resp::parse::{Limits, Parser};
 use crate::resp::reply::{self, Out};
 use crate::shared::Shared;
@@ -77,6 +79,22 @@ struct Conn {
     wrote: bool,
     /// Complete commands are waiting (output was full).
     backlog: bool,
+    /// Parked in a blocking command.
+    parked: Option<Parked>,
+}
+
+/// A client waiting in a blocking command.
+struct Parked {
+    cmd: Command,
+    keys: Vec<Vec<u8>>,
+    deadline: Option<Instant>,
+}
+
+/// How a parked client is woken: its token goes to `woken` and the poll is woken.
+#[derive(Clone)]
+struct Park {
+    woken: Arc<Mutex<Vec<Token>>>,
+    waker: Arc<Waker>,
 }
 
 impl Conn {
@@ -95,6 +113,8 @@ pub(crate) struct Worker {
     queue: Arc<Mutex<Vec<(TcpStream, SocketAddr, u64)>>>,
     conns: HashMap<Token, Conn>,
     next_token: usize,
+    park: Park,
+    parked: usize,
     is_write: Vec<bool>,
 }
 
@@ -112,12 +132,18 @@ impl Worker {
             .iter()
             .map(crate::cmd::Spec::writes)
             .collect();
+        let park = Park {
+            woken: Arc::new(Mutex::new(Vec::new())),
+            waker: waker.clone(),
+        };
         Ok(Worker {
             shared,
             commands,
             stats,
             poll,
             waker,
+            park,
+            parked: 0,
             queue: Arc::new(Mutex::new(Vec::new())),
             conns: HashMap::new(),
             next_token: 1,
@@ -146,11 +172,19 @@ impl Worker {
         let mut round: Vec<Token> = Vec::new();
         let mut last_idle_check = Instant::now();
         loop {
-            let timeout = if ready.is_empty() {
+            let mut timeout = if ready.is_empty() {
                 Duration::from_millis(250)
             } else {
                 Duration::ZERO
             };
+            if self.parked > 0 {
+                let now = Instant::now();
+                for c in self.conns.values() {
+                    if let Some(d) = c.parked.as_ref().and_then(|p| p.deadline) {
+                        timeout = timeout.min(d.saturating_duration_since(now));
+                    }
+                }
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
                     eprintln!("cascade: worker poll failed: {e}");
@@ -162,6 +196,19 @@ impl Worker {
             }
             round.clear();
             round.append(&mut ready);
+            round.append(&mut self.park.woken.lock());
+            if self.parked > 0 {
+                let now = Instant::now();
+                for (t, c) in &self.conns {
+                    if c.parked
+                        .as_ref()
+                        .and_then(|p| p.deadline)
+                        .is_some_and(|d| d <= now)
+                    {
+                        round.push(*t);
+                    }
+                }
+            }
             for ev in &events {
                 if ev.token() == WAKE {
                     self.adopt();
@@ -214,9 +261,21 @@ impl Worker {
                     dead: false,
                     wrote: false,
                     backlog: false,
+                    parked: None,
                 },
             );
         }
+    }
+
+    /// Drops a closed connection's registrations (parked, watched) and counts.
+    fn release(&mut self, c: &mut Conn) {
+        if let Some(p) = c.parked.take() {
+            self.shared.store.notify().unwait(c.client.id, &p.keys);
+            self.shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
+            self.parked -= 1;
+        }
+        c.client.unwatch(&self.shared.store);
+        self.forget(c.client.id);
     }
 
     fn forget(&self, id: u64) {
@@ -239,7 +298,24 @@ impl Worker {
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
             }
-            c.backlog = execute(c, &self.shared, &self.commands, &self.stats, &self.is_write);
+            let was_parked = c.parked.is_some();
+            if was_parked {
+                retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
+            }
+            let env = Env {
+                shared: &self.shared,
+                commands: &self.commands,
+                stats: &self.stats,
+                is_write: &self.is_write,
+                park: &self.park,
+                token: *t,
+            };
+            c.backlog = c.parked.is_none() && execute(c, &env);
+            match (was_parked, c.parked.is_some()) {
+                (false, true) => self.parked += 1,
+                (true, false) => self.parked -= 1,
+                _ => {}
+            }
             more |= c.backlog;
             // What is left after executing is one incomplete command (or, with
             // `backlog`, commands waiting for the client to read its replies).
@@ -294,7 +370,7 @@ impl Worker {
             if finished {
                 if let Some(mut c) = self.conns.remove(t) {
                     let _ = self.poll.registry().deregister(&mut c.sock);
-                    self.forget(c.client.id);
+                    self.release(&mut c);
                 }
                 // A closed token left in `again` is skipped: it has no connection.
             }
@@ -310,13 +386,13 @@ impl Worker {
         let idle: Vec<Token> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.last_active.elapsed() > limit)
+            .filter(|(_, c)| c.parked.is_none() && c.last_active.elapsed() > limit)
             .map(|(t, _)| *t)
             .collect();
         for t in idle {
             if let Some(mut c) = self.conns.remove(&t) {
                 let _ = self.poll.registry().deregister(&mut c.sock);
-                self.forget(c.client.id);
+                self.release(&mut c);
                 self.shared
                     .metrics
                     .timed_out
@@ -351,12 +427,9 @@ impl Worker {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        for (_, c) in self.conns.drain() {
-            self.shared.clients.remove(c.client.id);
-            self.shared
-                .metrics
-                .connected
-                .fetch_sub(1, Ordering::Relaxed);
+        let conns: Vec<Conn> = self.conns.drain().map(|(_, c)| c).collect();
+        for mut c in conns {
+            self.release(&mut c);
         }
     }
 }
@@ -415,15 +488,85 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
     true
 }
 
-/// Executes complete commands while the output is below the mark. Returns true if
-/// complete commands are left (output full).
-fn execute(
+/// What executing a connection's commands needs from its worker.
+struct Env<'a> {
+    shared: &'a Shared,
+    commands: &'a Commands,
+    stats: &'a WorkerStats,
+    is_write: &'a [bool],
+    park: &'a Park,
+    token: Token,
+}
+
+/// Runs a parked client's command again (a key changed, or its deadline passed).
+fn retry_parked(
     c: &mut Conn,
     shared: &Shared,
     commands: &Commands,
     stats: &WorkerStats,
     is_write: &[bool],
-) -> bool {
+) {
+    let Some(p) = c.parked.take() else {
+        return;
+    };
+    let t = Instant::now();
+    let mut ctx = Ctx {
+        shared,
+        commands,
+        client: &mut c.client,
+        out: &mut c.out,
+    };
+    let ran = dispatch(&mut ctx, &p.cmd);
+    if ran.block.is_some() {
+        if p.deadline.is_some_and(|d| d <= Instant::now()) {
+            reply::nil_array(&mut c.out);
+        } else {
+            c.parked = Some(p);
+            return;
+        }
+    }
+    shared.store.notify().unwait(c.client.id, &p.keys);
+    shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
+    stats.record(ran.idx, ran.failed, t.elapsed());
+    if ran
+        .idx
+        .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
+    {
+        c.wrote = true;
+    }
+}
+
+/// Parks `client` on the keys of `cmd` (a blocking command that found nothing).
+fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
+    let keys: Vec<Vec<u8>> = env.commands.specs[idx]
+        .keys
+        .of(cmd)
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect();
+    let deadline = (timeout > 0.0)
+        .then(|| Instant::now().checked_add(Duration::from_secs_f64(timeout.min(1e9))))
+        .flatten();
+    let (woken, waker, token) = (env.park.woken.clone(), env.park.waker.clone(), env.token);
+    let wake: WakeFn = Arc::new(move || {
+        woken.lock().push(token);
+        let _ = waker.wake();
+    });
+    env.shared.store.notify().wait(c.client.id, &keys, &wake);
+    env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
+    // A push between the command's unlock and this registration: try once more.
+    wake();
+    c.parked = Some(Parked {
+        cmd: cmd.clone(),
+        keys,
+        deadline,
+    });
+}
+
+/// Executes complete commands while the output is below the mark. Returns true if
+/// complete commands are left (output full).
+fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
+    let (shared, commands, stats, is_write) = (env.shared, env.commands, env.stats, env.is_write);
     let Conn {
         parser,
         inbuf,
@@ -435,6 +578,7 @@ fn execute(
         dead,
         ..
     } = c;
+    let mut blocked = None;
     while !*dead && !client.close_after_reply {
         if out.buf.len() - *wpos >= OUT_HIGH {
             return *rpos < inbuf.len();
@@ -453,9 +597,16 @@ fn execute(
                     client,
                     out,
                 };
-                let (idx, failed) = dispatch(&mut ctx, cmd);
-                stats.record(idx, failed, t.elapsed());
-                if idx.is_some_and(|i| is_write.get(i).copied().unwrap_or(false)) {
+                let ran = dispatch(&mut ctx, cmd);
+                if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
+                    blocked = Some((cmd.clone(), idx, timeout));
+                    break;
+                }
+                stats.record(ran.idx, ran.failed, t.elapsed());
+                if ran
+                    .idx
+                    .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
+                {
                     *wrote = true;
                 }
             }
@@ -467,6 +618,10 @@ fn execute(
                 *rpos = inbuf.len();
             }
         }
+    }
+    if let Some((cmd, idx, timeout)) = blocked {
+        park(c, env, &cmd, idx, timeout);
+        return false;
     }
     if *rpos == inbuf.len() {
         inbuf.clear();

@@ -4,7 +4,7 @@
 //! atomic batch with the metadata. This is how go-ycsb and Java YCSB store records.
 //! All are data commands on one key.
 
-use super::{int_arg, spec, Run::Data, Spec, KEY1, R, W};
+use super::{int_arg, spec, Ctx, Run::Ctl, Run::Data, Spec, KEY1, R, W};
 use crate::cmd::args::len_i64;
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{sub_key, sub_prefix, Meta, Type, NS_HASH};
@@ -122,6 +122,15 @@ pub(crate) static SPECS: &[Spec] = &[
         "hash",
         "Increments an integer field.",
         Data(hincrby),
+    ),
+    spec(
+        "hscan",
+        -3,
+        R,
+        KEY1,
+        "hash",
+        "Iterates fields and values.",
+        Ctl(hscan),
     ),
 ];
 
@@ -317,6 +326,10 @@ fn hincrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     }
     reply::int(out, new);
     Ok(())
+}
+
+fn hscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    super::scan::collection(ctx, c, Type::Hash)
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ fn type_(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 }
 
 fn dbsize(tx: &mut Tx<'_>, _c: &Command, out: &mut Out) -> CmdResult<()> {
-    reply::int(out, tx.store().key_count());
+    reply::int(out, tx.key_count());
     Ok(())
 }
 
@@ -143,7 +143,8 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     } else {
         Some(
             ctx.shared
-                .cursors
+                .store
+                .cursors()
                 .get(cursor)
                 .ok_or_else(|| CmdError::err("invalid cursor"))?,
         )
@@ -159,7 +160,7 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         }
     })?;
     let next = match last {
-        Some(k) => ctx.shared.cursors.put(k),
+        Some(k) => ctx.shared.store.cursors().put(k),
         None => 0,
     };
     reply::array_header(ctx.out, 2);
@@ -172,8 +173,8 @@ fn flushdb(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     if c.len() > 2 || (c.len() == 2 && !is(c.arg(1), "async") && !is(c.arg(1), "sync")) {
         return Err(CmdError::Syntax);
     }
-    // The dispatcher holds every stripe lock.
-    tx.store().flush_all()?;
+    // The dispatcher holds every stripe lock; the commit deletes everything.
+    tx.flush();
     reply::ok(out);
     Ok(())
 }

@@ -35,6 +35,14 @@ pub(crate) mod hashes;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod keys;
+pub(crate) mod lists;
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every handler has the table's signature, even one that cannot fail"
+)]
+pub(crate) mod multi;
+pub(crate) mod scan;
+pub(crate) mod sets;
 pub(crate) mod strings;
 pub(crate) mod zsets;
 
@@ -42,6 +50,8 @@ pub(crate) mod zsets;
 pub(crate) mod testkit;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::error::{CmdError, CmdResult};
 use crate::resp::parse::Command;
@@ -64,6 +74,14 @@ pub(crate) struct Client {
     pub(crate) authed: bool,
     /// Close after the pending replies are written (`QUIT`, protocol error).
     pub(crate) close_after_reply: bool,
+    /// Commands queued since MULTI (`None` outside a transaction).
+    pub(crate) multi: Option<Vec<Command>>,
+    /// A command failed to queue: EXEC answers EXECABORT.
+    pub(crate) multi_failed: bool,
+    /// Watched keys, each with whether it was live at WATCH time.
+    pub(crate) watched: Vec<(Vec<u8>, bool)>,
+    /// Set when a watched key changes (`notify.rs`).
+    pub(crate) dirty: Arc<AtomicBool>,
 }
 
 impl Client {
@@ -75,7 +93,20 @@ impl Client {
             name: None,
             authed,
             close_after_reply: false,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            dirty: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Forgets every watched key.
+    pub(crate) fn unwatch(&mut self, store: &Store) {
+        if !self.watched.is_empty() {
+            let keys: Vec<Vec<u8>> = self.watched.drain(..).map(|(k, _)| k).collect();
+            store.notify().unwatch(self.id, &keys);
+        }
+        self.dirty.store(false, Ordering::Release);
     }
 }
 
@@ -114,6 +145,14 @@ pub(crate) enum Keys {
     Range(i32, i32, i32),
     /// Every key (FLUSHDB): all stripes are locked.
     All,
+    /// A key count at argument `at`, that many keys after it; with `dest`, argument 1
+    /// is a key too (ZUNIONSTORE dest numkeys key ...).
+    Num {
+        /// Position of numkeys.
+        at: usize,
+        /// Argument 1 is a destination key.
+        dest: bool,
+    },
 }
 
 impl Keys {
@@ -121,14 +160,27 @@ impl Keys {
     pub(crate) fn triple(self) -> (i32, i32, i32) {
         match self {
             Keys::Range(a, b, c) => (a, b, c),
-            Keys::None | Keys::All => (0, 0, 0),
+            Keys::Num { dest: true, .. } => (1, 1, 1),
+            Keys::None | Keys::All | Keys::Num { .. } => (0, 0, 0),
         }
     }
 
     /// The key arguments of `c`.
     pub(crate) fn of(self, c: &Command) -> Vec<&[u8]> {
-        let Keys::Range(first, last, step) = self else {
-            return Vec::new();
+        let (first, last, step) = match self {
+            Keys::Range(a, b, c) => (a, b, c),
+            Keys::Num { at, dest } => {
+                let n = args::parse_i64(c.arg(at)).unwrap_or(0);
+                let n = usize::try_from(n)
+                    .unwrap_or(0)
+                    .min(c.len().saturating_sub(at + 1));
+                let mut keys: Vec<&[u8]> = (at + 1..=at + n).map(|i| c.arg(i)).collect();
+                if dest {
+                    keys.push(c.arg(1));
+                }
+                return keys;
+            }
+            Keys::None | Keys::All => return Vec::new(),
         };
         let n = i64::try_from(c.len()).unwrap_or(i64::MAX);
         let last = if last < 0 {
@@ -219,6 +271,9 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
+    t.extend_from_slice(sets::SPECS);
+    t.extend_from_slice(lists::SPECS);
+    t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(keys::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
@@ -267,34 +322,73 @@ impl Commands {
 /// Commands allowed before `AUTH`.
 const NO_AUTH: &[&str] = &["auth", "hello", "quit"];
 
-/// Runs one command (non-empty). Returns the table index it ran (for metrics) and
-/// whether it failed.
-pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> (Option<usize>, bool) {
+/// What [`dispatch`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Ran {
+    /// The table index of the command (`None`: unknown).
+    pub(crate) idx: Option<usize>,
+    /// It replied with an error.
+    pub(crate) failed: bool,
+    /// It wrote nothing and must be parked for this many seconds (0 = forever), then
+    /// run again when one of its keys changes.
+    pub(crate) block: Option<f64>,
+}
+
+impl Ran {
+    fn done(idx: Option<usize>, failed: bool) -> Ran {
+        Ran {
+            idx,
+            failed,
+            block: None,
+        }
+    }
+}
+
+/// Runs (or, inside MULTI, queues) one non-empty command.
+pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     let name = cmd.arg(0);
     let Some(i) = ctx.commands.lookup(name) else {
+        if ctx.client.multi.is_some() {
+            ctx.client.multi_failed = true;
+        }
         reply::error(ctx.out, &unknown_command(cmd));
-        return (None, true);
+        return Ran::done(None, true);
     };
     let spec = ctx.commands.specs[i];
     if !ctx.client.authed && !NO_AUTH.contains(&spec.name) {
         reply::error(ctx.out, "NOAUTH Authentication required.");
-        return (Some(i), true);
+        return Ran::done(Some(i), true);
     }
     let n = i64::try_from(cmd.len()).unwrap_or(i64::MAX);
     let a = i64::from(spec.arity);
     if (a > 0 && n != a) || (a < 0 && n < -a) {
+        if ctx.client.multi.is_some() {
+            ctx.client.multi_failed = true;
+        }
         reply::error(ctx.out, &arity_error(spec.name));
-        return (Some(i), true);
+        return Ran::done(Some(i), true);
+    }
+    if let Some(queue) = ctx.client.multi.as_mut() {
+        if !multi::IMMEDIATE.contains(&spec.name) {
+            queue.push(cmd.clone());
+            reply::simple(ctx.out, "QUEUED");
+            return Ran::done(Some(i), false);
+        }
     }
     let res = match spec.run {
         Run::Data(f) => run_data(&ctx.shared.store, &spec, f, cmd, ctx.out),
         Run::Ctl(f) => f(ctx, cmd),
     };
     match res {
-        Ok(()) => (Some(i), false),
+        Ok(()) => Ran::done(Some(i), false),
+        Err(CmdError::Block(t)) => Ran {
+            idx: Some(i),
+            failed: false,
+            block: Some(t),
+        },
         Err(e) => {
             reply::error(ctx.out, &e.to_string());
-            (Some(i), true)
+            Ran::done(Some(i), true)
         }
     }
 }
@@ -311,9 +405,10 @@ pub(crate) fn run_data(
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
-        k @ Keys::Range(..) => store.lock_many(k.of(cmd)),
+        k @ (Keys::Range(..) | Keys::Num { .. }) => store.lock_many(k.of(cmd)),
     };
     let mut tx = Tx::new(store);
+    tx.allow_blocking();
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;
     if let Err(e) = store.commit(tx) {

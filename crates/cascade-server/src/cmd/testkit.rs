@@ -128,9 +128,12 @@ impl Kit {
             client: &mut self.client,
             out: &mut self.out,
         };
-        let (idx, failed) = dispatch(&mut ctx, &cmd);
+        let ran = dispatch(&mut ctx, &cmd);
         if let Some(w) = self.shared.metrics.workers.first() {
-            w.record(idx, failed, std::time::Duration::ZERO);
+            w.record(ran.idx, ran.failed, std::time::Duration::ZERO);
+        }
+        if let Some(t) = ran.block {
+            return format!("(blocked {t})");
         }
         let reply = String::from_utf8_lossy(&self.out.buf[start..]).into_owned();
         self.out.buf.clear();

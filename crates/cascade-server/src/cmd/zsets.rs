@@ -5,7 +5,7 @@
 
 use std::ops::Bound;
 
-use super::{float_arg, int_arg, is, spec, Run::Data, Spec, KEY1, R, W};
+use super::{float_arg, int_arg, is, spec, Ctx, Run::Ctl, Run::Data, Spec, KEY1, R, W};
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{
     prefix_end, sortable_score, sub_key, sub_prefix, unsortable_score, Meta, Type, NS_ZMEMBER,
@@ -70,6 +70,15 @@ pub(crate) static SPECS: &[Spec] = &[
         "sorted-set",
         "Score of a member.",
         Data(zscore),
+    ),
+    spec(
+        "zscan",
+        -3,
+        R,
+        KEY1,
+        "sorted-set",
+        "Iterates members and scores.",
+        Ctl(zscan),
     ),
 ];
 
@@ -361,6 +370,10 @@ fn zscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         None => reply::nil(out),
     }
     Ok(())
+}
+
+fn zscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    super::scan::collection(ctx, c, Type::ZSet)
 }
 
 #[cfg(test)]

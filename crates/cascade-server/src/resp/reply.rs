@@ -99,6 +99,13 @@ pub(crate) fn array_header(out: &mut Out, n: usize) {
     out.buf.extend_from_slice(b"\r\n");
 }
 
+/// The header of a set of `n` elements (RESP3 `~`, RESP2 an array).
+pub(crate) fn set_header(out: &mut Out, n: usize) {
+    out.buf.push(if out.resp3 { b'~' } else { b'*' });
+    let _ = write!(out.buf, "{n}");
+    out.buf.extend_from_slice(b"\r\n");
+}
+
 /// An array of bulk strings.
 pub(crate) fn bulk_array<'a>(out: &mut Out, items: impl ExactSizeIterator<Item = &'a [u8]>) {
     array_header(out, items.len());
