@@ -77,7 +77,45 @@ pub(crate) struct RuntimeConfig {
     pub(crate) max_args: AtomicU64,
     /// Most unparsed bytes buffered per client.
     pub(crate) query_buffer_limit: AtomicU64,
+    /// Redis settings accepted for compatibility that tune nothing here (encodings,
+    /// lazy freeing, ...): their last value, for CONFIG GET.
+    pub(crate) inert: Mutex<Vec<(&'static str, String)>>,
 }
+
+/// Redis settings that CONFIG SET accepts and that change nothing in this server: the
+/// compact-encoding thresholds (`CascadeKV` has one layout per type, `keyspace.rs`),
+/// lazy freeing, memory policy and persistence knobs of Redis's own files. Defaults
+/// are Redis 7.0's.
+const INERT: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("set-max-intset-entries", "512"),
+    ("list-max-ziplist-size", "-2"),
+    ("list-max-listpack-size", "-2"),
+    ("list-compress-depth", "0"),
+    ("lazyfree-lazy-eviction", "no"),
+    ("lazyfree-lazy-expire", "no"),
+    ("lazyfree-lazy-server-del", "no"),
+    ("lazyfree-lazy-user-del", "no"),
+    ("lazyfree-lazy-user-flush", "no"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("lua-time-limit", "5000"),
+    ("busy-reply-threshold", "5000"),
+    ("min-replicas-to-write", "0"),
+    ("replica-serve-stale-data", "yes"),
+    ("replica-read-only", "yes"),
+    ("rdb-key-save-delay", "0"),
+    ("activerehashing", "yes"),
+    ("hz", "10"),
+    ("latency-tracking", "no"),
+];
 
 impl RuntimeConfig {
     /// From the start-up settings.
@@ -91,6 +129,7 @@ impl RuntimeConfig {
             max_bulk: AtomicU64::new(MAX_BULK_DEFAULT as u64),
             max_args: AtomicU64::new(MAX_ARGS_DEFAULT as u64),
             query_buffer_limit: AtomicU64::new(1 << 30),
+            inert: Mutex::new(INERT.iter().map(|(k, v)| (*k, (*v).to_string())).collect()),
         }
     }
 
@@ -108,7 +147,7 @@ impl RuntimeConfig {
     /// Every parameter and its value, in a stable order (CONFIG GET).
     pub(crate) fn params(&self, fixed: &ServerConfig) -> Vec<(&'static str, String)> {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
-        vec![
+        let mut p = vec![
             ("bind", fixed.bind.clone()),
             ("port", fixed.port.to_string()),
             ("dir", fixed.dir.display().to_string()),
@@ -148,7 +187,9 @@ impl RuntimeConfig {
                 "cascade-max-value-len",
                 fixed.engine.max_value_len.to_string(),
             ),
-        ]
+        ];
+        p.extend(self.inert.lock().iter().map(|(k, v)| (*k, v.clone())));
+        p
     }
 
     /// CONFIG SET one parameter.
@@ -207,21 +248,25 @@ impl RuntimeConfig {
                     ))
                 }
             },
+            // Redis's own snapshot and AOF switches: the engine is always persistent.
+            "save" | "appendonly" => {}
             "cascade-sync-interval-ms" => self.sync_interval_ms.store(num()?, Ordering::Relaxed),
             "bind"
             | "port"
             | "dir"
             | "databases"
-            | "save"
-            | "appendonly"
             | "cascade-threads"
             | "cascade-pool-size"
             | "cascade-faststore-capacity"
             | "cascade-max-value-len" => return Err(invalid("can't set immutable config")),
             _ => {
-                return Err(CmdError::err(format!(
-                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
-                )))
+                let mut inert = self.inert.lock();
+                let Some(slot) = inert.iter_mut().find(|(k, _)| *k == name) else {
+                    return Err(CmdError::err(format!(
+                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    )));
+                };
+                slot.1 = v;
             }
         }
         Ok(())

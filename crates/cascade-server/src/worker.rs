@@ -32,7 +32,7 @@ use crate::cmd::{dispatch, Client, Commands, Ctx};
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
 use crate::resp::parse::Command;
-use crate::resp::parse::{Limits, Parser};
+use crate::resp::parse::{Limits, Parser, ProtocolError};
 use crate::resp::reply::{self, Out};
 use crate::shared::Shared;
 
@@ -42,6 +42,12 @@ pub(crate) const OUT_HIGH: usize = 4 << 20;
 pub(crate) const READ_BUDGET: usize = 1 << 20;
 const READ_CHUNK: usize = 16 << 10;
 const WAKE: Token = Token(0);
+/// What a client that has not authenticated may send (Redis's limits): 10 arguments of
+/// 16 KiB at most.
+const UNAUTHED: Limits = Limits {
+    max_bulk: 16 * 1024,
+    max_args: 10,
+};
 
 /// Hands accepted sockets to a worker.
 #[derive(Clone)]
@@ -251,7 +257,7 @@ impl Worker {
                 Conn {
                     sock,
                     client: Client::new(id, peer.to_string(), authed),
-                    parser: Parser::new(limits),
+                    parser: Parser::new(if authed { limits } else { UNAUTHED }),
                     inbuf: Vec::new(),
                     rpos: 0,
                     out: Out::new(),
@@ -597,7 +603,9 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                     client,
                     out,
                 };
+                let was_authed = ctx.client.authed;
                 let ran = dispatch(&mut ctx, cmd);
+                let raise = !was_authed && client.authed;
                 if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
                     blocked = Some((cmd.clone(), idx, timeout));
                     break;
@@ -609,9 +617,24 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 {
                     *wrote = true;
                 }
+                if raise {
+                    parser.set_limits(Limits {
+                        max_bulk: to_usize(shared.config.max_bulk.load(Ordering::Relaxed)),
+                        max_args: to_usize(shared.config.max_args.load(Ordering::Relaxed)),
+                    });
+                }
             }
             Ok(None) => break,
             Err(e) => {
+                let e = match e {
+                    ProtocolError::InvalidBulkLength if !client.authed => {
+                        "unauthenticated bulk length".to_string()
+                    }
+                    ProtocolError::InvalidMultibulkLength if !client.authed => {
+                        "unauthenticated multibulk length".to_string()
+                    }
+                    e => e.to_string(),
+                };
                 reply::error(out, &format!("ERR Protocol error: {e}"));
                 stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 client.close_after_reply = true;

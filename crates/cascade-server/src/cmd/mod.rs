@@ -44,6 +44,7 @@ pub(crate) mod multi;
 pub(crate) mod scan;
 pub(crate) mod sets;
 pub(crate) mod strings;
+pub(crate) mod unsupported;
 pub(crate) mod zsets;
 
 #[cfg(test)]
@@ -274,6 +275,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
     t.extend_from_slice(multi::SPECS);
+    t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
@@ -351,7 +353,10 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         if ctx.client.multi.is_some() {
             ctx.client.multi_failed = true;
         }
-        reply::error(ctx.out, &unknown_command(cmd));
+        match unsupported::family_error(name) {
+            Some(e) => reply::error(ctx.out, &e.to_string()),
+            None => reply::error(ctx.out, &unknown_command(cmd)),
+        }
         return Ran::done(None, true);
     };
     let spec = ctx.commands.specs[i];

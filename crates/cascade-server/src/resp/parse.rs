@@ -222,6 +222,11 @@ pub struct Parser {
 }
 
 impl Parser {
+    /// Changes the limits (from the next command on).
+    pub(crate) fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// A parser enforcing `limits`.
     #[must_use]
     pub fn new(limits: Limits) -> Parser {
