@@ -132,6 +132,15 @@ pub(crate) static SPECS: &[Spec] = &[
         "Iterates fields and values.",
         Ctl(hscan),
     ),
+    spec(
+        "hincrbyfloat",
+        4,
+        W,
+        KEY1,
+        "hash",
+        "Increments a float field.",
+        Data(hincrbyfloat),
+    ),
 ];
 
 /// Sets `pairs` (in order: a repeated field's last value wins) in hash `key`; returns
@@ -325,6 +334,35 @@ fn hincrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         tx.set_meta(key, old.as_ref(), &Meta::collection(Type::Hash, count, exp));
     }
     reply::int(out, new);
+    Ok(())
+}
+
+fn hincrbyfloat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let by = crate::cmd::args::parse_f64(c.arg(3)).ok_or(CmdError::NotFloat)?;
+    let (key, f) = (c.arg(1), c.arg(2));
+    let old = tx.begin_typed(key, Type::Hash)?;
+    let fk = sub_key(NS_HASH, key, f);
+    let cur = match &old {
+        Some(_) => tx.get(&fk)?,
+        None => None,
+    };
+    let n = match &cur {
+        Some(v) => crate::cmd::args::parse_f64(v)
+            .ok_or_else(|| CmdError::err("hash value is not a float"))?,
+        None => 0.0,
+    };
+    let new = n + by;
+    if !new.is_finite() {
+        return Err(CmdError::err("increment would produce NaN or Infinity"));
+    }
+    let text = crate::cmd::strings2::float_text(new);
+    tx.put(fk, text.clone().into_bytes());
+    if cur.is_none() {
+        let count = old.as_ref().map_or(0, Meta::count) + 1;
+        let exp = old.as_ref().and_then(|m| m.expire_at);
+        tx.set_meta(key, old.as_ref(), &Meta::collection(Type::Hash, count, exp));
+    }
+    reply::bulk(out, text.as_bytes());
     Ok(())
 }
 

@@ -29,6 +29,7 @@ pub(crate) mod args;
 )]
 pub(crate) mod conn;
 pub(crate) mod expire;
+pub(crate) mod generic;
 pub(crate) mod hashes;
 #[expect(
     clippy::unnecessary_wraps,
@@ -44,6 +45,7 @@ pub(crate) mod multi;
 pub(crate) mod scan;
 pub(crate) mod sets;
 pub(crate) mod strings;
+pub(crate) mod strings2;
 pub(crate) mod unsupported;
 pub(crate) mod zsets;
 
@@ -269,6 +271,7 @@ pub(crate) const ALLKEYS: Keys = Keys::Range(1, -1, 1);
 pub(crate) fn table() -> Vec<Spec> {
     let mut t = Vec::new();
     t.extend_from_slice(strings::SPECS);
+    t.extend_from_slice(strings2::SPECS);
     t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
@@ -277,6 +280,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
+    t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
     t
