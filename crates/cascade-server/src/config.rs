@@ -47,7 +47,7 @@ impl Default for ServerConfig {
             port: 6380,
             sync: false,
             sync_interval_ms: 1000,
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            threads: std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
             metrics_port: None,
             requirepass: None,
             timeout_secs: 0,
@@ -60,28 +60,66 @@ impl Default for ServerConfig {
 
 /// Settings `CONFIG SET` may change while the server runs.
 #[derive(Debug)]
-pub struct RuntimeConfig {
+pub(crate) struct RuntimeConfig {
     /// Password, if any.
-    pub requirepass: Mutex<Option<Vec<u8>>>,
+    pub(crate) requirepass: Mutex<Option<Vec<u8>>>,
     /// Idle timeout in seconds (0 = none).
-    pub timeout_secs: AtomicU64,
+    pub(crate) timeout_secs: AtomicU64,
     /// Most clients.
-    pub maxclients: AtomicU64,
+    pub(crate) maxclients: AtomicU64,
     /// Group-commit every write before replying.
-    pub sync: AtomicBool,
+    pub(crate) sync: AtomicBool,
     /// Background persist interval in buffered mode (ms, 0 = never).
-    pub sync_interval_ms: AtomicU64,
+    pub(crate) sync_interval_ms: AtomicU64,
     /// Largest bulk string accepted (applies to new connections).
-    pub max_bulk: AtomicU64,
+    pub(crate) max_bulk: AtomicU64,
     /// Most elements in a request (applies to new connections).
-    pub max_args: AtomicU64,
+    pub(crate) max_args: AtomicU64,
     /// Most unparsed bytes buffered per client.
-    pub query_buffer_limit: AtomicU64,
+    pub(crate) query_buffer_limit: AtomicU64,
+    /// Redis settings accepted for compatibility that tune nothing here (encodings,
+    /// lazy freeing, ...): their last value, for CONFIG GET.
+    pub(crate) inert: Mutex<Vec<(&'static str, String)>>,
 }
+
+/// Redis settings that CONFIG SET accepts and that change nothing in this server: the
+/// compact-encoding thresholds (`CascadeKV` has one layout per type, `keyspace.rs`),
+/// lazy freeing, memory policy and persistence knobs of Redis's own files. Defaults
+/// are Redis 7.0's.
+const INERT: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "128"),
+    ("hash-max-ziplist-value", "64"),
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", "128"),
+    ("zset-max-ziplist-value", "64"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("set-max-intset-entries", "512"),
+    ("list-max-ziplist-size", "-2"),
+    ("list-max-listpack-size", "-2"),
+    ("list-compress-depth", "0"),
+    ("lazyfree-lazy-eviction", "no"),
+    ("lazyfree-lazy-expire", "no"),
+    ("lazyfree-lazy-server-del", "no"),
+    ("lazyfree-lazy-user-del", "no"),
+    ("lazyfree-lazy-user-flush", "no"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("lua-time-limit", "5000"),
+    ("busy-reply-threshold", "5000"),
+    ("min-replicas-to-write", "0"),
+    ("replica-serve-stale-data", "yes"),
+    ("replica-read-only", "yes"),
+    ("rdb-key-save-delay", "0"),
+    ("activerehashing", "yes"),
+    ("hz", "10"),
+    ("latency-tracking", "no"),
+];
 
 impl RuntimeConfig {
     /// From the start-up settings.
-    pub fn new(c: &ServerConfig) -> RuntimeConfig {
+    pub(crate) fn new(c: &ServerConfig) -> RuntimeConfig {
         RuntimeConfig {
             requirepass: Mutex::new(c.requirepass.clone().map(String::into_bytes)),
             timeout_secs: AtomicU64::new(c.timeout_secs),
@@ -91,11 +129,12 @@ impl RuntimeConfig {
             max_bulk: AtomicU64::new(MAX_BULK_DEFAULT as u64),
             max_args: AtomicU64::new(MAX_ARGS_DEFAULT as u64),
             query_buffer_limit: AtomicU64::new(1 << 30),
+            inert: Mutex::new(INERT.iter().map(|(k, v)| (*k, (*v).to_string())).collect()),
         }
     }
 
     /// `appendfsync` as Redis names the mode.
-    pub fn appendfsync(&self) -> &'static str {
+    pub(crate) fn appendfsync(&self) -> &'static str {
         if self.sync.load(Ordering::Relaxed) {
             "always"
         } else if self.sync_interval_ms.load(Ordering::Relaxed) > 0 {
@@ -106,9 +145,9 @@ impl RuntimeConfig {
     }
 
     /// Every parameter and its value, in a stable order (CONFIG GET).
-    pub fn params(&self, fixed: &ServerConfig) -> Vec<(&'static str, String)> {
+    pub(crate) fn params(&self, fixed: &ServerConfig) -> Vec<(&'static str, String)> {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
-        vec![
+        let mut p = vec![
             ("bind", fixed.bind.clone()),
             ("port", fixed.port.to_string()),
             ("dir", fixed.dir.display().to_string()),
@@ -148,11 +187,13 @@ impl RuntimeConfig {
                 "cascade-max-value-len",
                 fixed.engine.max_value_len.to_string(),
             ),
-        ]
+        ];
+        p.extend(self.inert.lock().iter().map(|(k, v)| (*k, v.clone())));
+        p
     }
 
     /// CONFIG SET one parameter.
-    pub fn set(&self, name: &str, value: &[u8]) -> CmdResult<()> {
+    pub(crate) fn set(&self, name: &str, value: &[u8]) -> CmdResult<()> {
         let v = String::from_utf8_lossy(value).into_owned();
         let invalid = |why: &str| {
             CmdError::err(format!(
@@ -170,14 +211,14 @@ impl RuntimeConfig {
                 if n < 1024 {
                     return Err(invalid("argument must be a memory value of at least 1kb"));
                 }
-                self.max_bulk.store(n, Ordering::Relaxed)
+                self.max_bulk.store(n, Ordering::Relaxed);
             }
             "client-query-buffer-limit" => {
                 let n = num()?;
                 if n < 1024 * 1024 {
                     return Err(invalid("argument must be a memory value of at least 1mb"));
                 }
-                self.query_buffer_limit.store(n, Ordering::Relaxed)
+                self.query_buffer_limit.store(n, Ordering::Relaxed);
             }
             "requirepass" => {
                 *self.requirepass.lock() = (!value.is_empty()).then(|| value.to_vec());
@@ -207,21 +248,25 @@ impl RuntimeConfig {
                     ))
                 }
             },
+            // Redis's own snapshot and AOF switches: the engine is always persistent.
+            "save" | "appendonly" => {}
             "cascade-sync-interval-ms" => self.sync_interval_ms.store(num()?, Ordering::Relaxed),
             "bind"
             | "port"
             | "dir"
             | "databases"
-            | "save"
-            | "appendonly"
             | "cascade-threads"
             | "cascade-pool-size"
             | "cascade-faststore-capacity"
             | "cascade-max-value-len" => return Err(invalid("can't set immutable config")),
             _ => {
-                return Err(CmdError::err(format!(
-                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
-                )))
+                let mut inert = self.inert.lock();
+                let Some(slot) = inert.iter_mut().find(|(k, _)| *k == name) else {
+                    return Err(CmdError::err(format!(
+                        "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                    )));
+                };
+                slot.1 = v;
             }
         }
         Ok(())
@@ -229,7 +274,7 @@ impl RuntimeConfig {
 }
 
 /// Parses `123`, `64kb`, `512mb`, `1gb` (Redis memory units, 1024-based).
-pub fn parse_mem(s: &str) -> Option<u64> {
+pub(crate) fn parse_mem(s: &str) -> Option<u64> {
     let s = s.trim().to_ascii_lowercase();
     let (num, mul) = if let Some(n) = s.strip_suffix("gb") {
         (n, 1u64 << 30)

@@ -7,9 +7,9 @@
 use std::fmt;
 
 /// Why a command failed; [`fmt::Display`] is the reply text without the leading `-`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum CmdError {
+pub(crate) enum CmdError {
     /// The key holds another type.
     WrongType,
     /// An argument or stored value is not a 64-bit integer.
@@ -24,11 +24,14 @@ pub enum CmdError {
     Msg(String),
     /// The engine failed; the message is the reply text.
     Engine(String),
+    /// A blocking command found nothing: park the client for this many seconds
+    /// (0 = forever) and run the command again when one of its keys changes.
+    Block(f64),
 }
 
 impl CmdError {
     /// `ERR <msg>`.
-    pub fn err(msg: impl fmt::Display) -> CmdError {
+    pub(crate) fn err(msg: impl fmt::Display) -> CmdError {
         CmdError::Msg(format!("ERR {msg}"))
     }
 }
@@ -44,6 +47,7 @@ impl fmt::Display for CmdError {
             CmdError::Syntax => f.write_str("ERR syntax error"),
             CmdError::Overflow => f.write_str("ERR increment or decrement would overflow"),
             CmdError::Msg(m) | CmdError::Engine(m) => f.write_str(m),
+            CmdError::Block(_) => f.write_str("ERR blocked"),
         }
     }
 }
@@ -61,4 +65,4 @@ impl From<cascadekv::Error> for CmdError {
 }
 
 /// Result of a command step.
-pub type CmdResult<T> = Result<T, CmdError>;
+pub(crate) type CmdResult<T> = Result<T, CmdError>;

@@ -3,7 +3,7 @@
 //! backtracking point, so no pattern costs more than O(pattern × subject).
 
 /// True if `s` matches `pat`.
-pub fn matches(pat: &[u8], s: &[u8], nocase: bool) -> bool {
+pub(crate) fn matches(pat: &[u8], s: &[u8], nocase: bool) -> bool {
     let eq = |a: u8, b: u8| {
         if nocase {
             a.eq_ignore_ascii_case(&b)
@@ -33,12 +33,11 @@ pub fn matches(pat: &[u8], s: &[u8], nocase: bool) -> bool {
                     continue;
                 }
                 b'[' if i < s.len() => {
-                    if let Some((hit, next)) = class(pat, p, s[i], nocase) {
-                        if hit {
-                            p = next;
-                            i += 1;
-                            continue;
-                        }
+                    let (hit, next) = class(pat, p, s[i], nocase);
+                    if hit {
+                        p = next;
+                        i += 1;
+                        continue;
                     }
                 }
                 b'\\' if p + 1 < pat.len() && i < s.len() && eq(pat[p + 1], s[i]) => {
@@ -72,7 +71,7 @@ pub fn matches(pat: &[u8], s: &[u8], nocase: bool) -> bool {
 /// Matches byte `c` against the class starting at `pat[p] == b'['`. Returns (hit,
 /// index after the class). An unterminated class runs to the end of the pattern, as
 /// in Redis.
-fn class(pat: &[u8], p: usize, c: u8, nocase: bool) -> Option<(bool, usize)> {
+fn class(pat: &[u8], p: usize, c: u8, nocase: bool) -> (bool, usize) {
     let fold = |b: u8| if nocase { b.to_ascii_lowercase() } else { b };
     let c = fold(c);
     let mut j = p + 1;
@@ -98,22 +97,21 @@ fn class(pat: &[u8], p: usize, c: u8, nocase: bool) -> Option<(bool, usize)> {
         }
     }
     let next = (j + 1).min(pat.len().max(j));
-    Some((hit != negate, next.min(pat.len())))
+    (hit != negate, next.min(pat.len()))
 }
 
 /// The literal prefix every match of `pat` starts with (lets KEYS/SCAN seek instead
 /// of scanning from the start).
-pub fn literal_prefix(pat: &[u8]) -> Vec<u8> {
+pub(crate) fn literal_prefix(pat: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < pat.len() {
         match pat[i] {
-            b'*' | b'?' | b'[' => break,
             b'\\' if i + 1 < pat.len() => {
                 out.push(pat[i + 1]);
                 i += 2;
             }
-            b'\\' => break,
+            b'*' | b'?' | b'[' | b'\\' => break,
             c => {
                 out.push(c);
                 i += 1;

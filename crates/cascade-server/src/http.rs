@@ -7,10 +7,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Binds `addr` and serves until shutdown. Returns the thread.
-pub fn start(
+pub(crate) fn start(
     shared: Arc<Shared>,
     addr: SocketAddr,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {

@@ -9,10 +9,13 @@
 //! | `0x03`    | `03 len(key), key, member`               | zset score (f64 bits, LE)     |
 //! | `0x04`    | `04 len(key), key, sortable(score), member` | empty (score order index)  |
 //! | `0x05`    | `05 expire_at_ms u64 BE, key`            | empty (expiry queue)          |
+//! | `0x06`    | `06 len(key), key, member`               | empty (set member)            |
+//! | `0x07`    | `07 len(key), key, index u64 BE`         | list element                  |
 //!
 //! Invariants: a user key exists iff its `0x01` entry exists; the `0x01` entries are in
 //! user-key order, so `SCAN`, `KEYS` and `CASCADE.RANGE` are range scans of namespace
-//! 1; a hash or zset is one contiguous range of namespace 2 / 3 / 4 (the length prefix
+//! 1; a hash, zset, set or list is one contiguous range of namespace 2 / 3 / 4 / 6 / 7
+//! (the length prefix
 //! keeps `key` from being a prefix of another key's range); a key with an expiry has
 //! exactly one `0x05` entry, which the sweeper uses to find expired keys in time order.
 //! All entries of one command are written in one atomic engine batch.
@@ -20,34 +23,58 @@
 use crate::error::CmdError;
 
 /// Namespace of the per-key metadata (and string values).
-pub const NS_META: u8 = 0x01;
+pub(crate) const NS_META: u8 = 0x01;
 /// Hash fields.
-pub const NS_HASH: u8 = 0x02;
+pub(crate) const NS_HASH: u8 = 0x02;
 /// Zset member → score.
-pub const NS_ZMEMBER: u8 = 0x03;
+pub(crate) const NS_ZMEMBER: u8 = 0x03;
 /// Zset score index.
-pub const NS_ZSCORE: u8 = 0x04;
+pub(crate) const NS_ZSCORE: u8 = 0x04;
 /// Expiry queue.
-pub const NS_EXPIRE: u8 = 0x05;
+pub(crate) const NS_EXPIRE: u8 = 0x05;
+/// Set members.
+pub(crate) const NS_SET: u8 = 0x06;
+/// List elements by index.
+pub(crate) const NS_LIST: u8 = 0x07;
+/// Index of the first element of a new list: the middle of the u64 range, so a list
+/// can grow 2^63 elements in either direction.
+pub(crate) const LIST_START: u64 = 1 << 63;
 
 /// A Redis data type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Type {
+pub(crate) enum Type {
     /// Strings (and integers).
     String,
     /// Hashes.
     Hash,
     /// Sorted sets.
     ZSet,
+    /// Sets.
+    Set,
+    /// Lists.
+    List,
 }
 
 impl Type {
     /// The name `TYPE` replies with.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Type::String => "string",
             Type::Hash => "hash",
             Type::ZSet => "zset",
+            Type::Set => "set",
+            Type::List => "list",
+        }
+    }
+
+    /// The namespaces holding this type's elements.
+    pub(crate) fn spaces(self) -> &'static [u8] {
+        match self {
+            Type::String => &[],
+            Type::Hash => &[NS_HASH],
+            Type::ZSet => &[NS_ZMEMBER, NS_ZSCORE],
+            Type::Set => &[NS_SET],
+            Type::List => &[NS_LIST],
         }
     }
 
@@ -56,6 +83,8 @@ impl Type {
             Type::String => 0,
             Type::Hash => 1,
             Type::ZSet => 2,
+            Type::Set => 3,
+            Type::List => 4,
         }
     }
 
@@ -64,6 +93,8 @@ impl Type {
             0 => Some(Type::String),
             1 => Some(Type::Hash),
             2 => Some(Type::ZSet),
+            3 => Some(Type::Set),
+            4 => Some(Type::List),
             _ => None,
         }
     }
@@ -72,20 +103,22 @@ impl Type {
 const FLAG_EXPIRES: u8 = 1;
 
 /// The decoded `0x01` value: `type u8, flags u8, [expire_at_ms u64 LE], payload`.
-/// The payload is the string's bytes, or the element count (u64 LE) of a hash or zset.
+/// The payload is the string's bytes, or the element count (u64 LE) of a hash, zset
+/// or set; a list's payload is its count and the index of its first element (u64 LE
+/// each).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Meta {
+pub(crate) struct Meta {
     /// The type.
-    pub ty: Type,
+    pub(crate) ty: Type,
     /// Absolute expiry in Unix milliseconds.
-    pub expire_at: Option<u64>,
+    pub(crate) expire_at: Option<u64>,
     /// String bytes, or the count encoded as u64 LE.
-    pub payload: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
 }
 
 impl Meta {
     /// A string value.
-    pub fn string(v: &[u8], expire_at: Option<u64>) -> Meta {
+    pub(crate) fn string(v: &[u8], expire_at: Option<u64>) -> Meta {
         Meta {
             ty: Type::String,
             expire_at,
@@ -94,7 +127,7 @@ impl Meta {
     }
 
     /// A hash or zset header with `count` elements.
-    pub fn collection(ty: Type, count: u64, expire_at: Option<u64>) -> Meta {
+    pub(crate) fn collection(ty: Type, count: u64, expire_at: Option<u64>) -> Meta {
         Meta {
             ty,
             expire_at,
@@ -102,8 +135,28 @@ impl Meta {
         }
     }
 
-    /// The element count of a hash or zset.
-    pub fn count(&self) -> u64 {
+    /// A list header: `count` elements at indexes `head..head + count`.
+    pub(crate) fn list(count: u64, head: u64, expire_at: Option<u64>) -> Meta {
+        let mut payload = count.to_le_bytes().to_vec();
+        payload.extend_from_slice(&head.to_le_bytes());
+        Meta {
+            ty: Type::List,
+            expire_at,
+            payload,
+        }
+    }
+
+    /// The index of a list's first element.
+    pub(crate) fn list_head(&self) -> u64 {
+        let mut b = [0u8; 8];
+        if let Some(h) = self.payload.get(8..16) {
+            b.copy_from_slice(h);
+        }
+        u64::from_le_bytes(b)
+    }
+
+    /// The element count of a collection.
+    pub(crate) fn count(&self) -> u64 {
         let mut b = [0u8; 8];
         let n = self.payload.len().min(8);
         b[..n].copy_from_slice(&self.payload[..n]);
@@ -111,19 +164,19 @@ impl Meta {
     }
 
     /// True when the key has expired at `now_ms`.
-    pub fn expired(&self, now_ms: u64) -> bool {
+    pub(crate) fn expired(&self, now_ms: u64) -> bool {
         self.expire_at.is_some_and(|t| t <= now_ms)
     }
 
     /// Encodes for the engine.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(10 + self.payload.len());
         encode_meta_into(&mut out, self.ty, self.expire_at, &self.payload);
         out
     }
 
     /// Decodes an engine value; a malformed one is corruption.
-    pub fn decode(b: &[u8]) -> Result<Meta, CmdError> {
+    pub(crate) fn decode(b: &[u8]) -> Result<Meta, CmdError> {
         let bad = || CmdError::Engine("ERR corrupt value header in the store".into());
         let (&tag, rest) = b.split_first().ok_or_else(bad)?;
         let ty = Type::from_tag(tag).ok_or_else(bad)?;
@@ -138,7 +191,12 @@ impl Meta {
         } else {
             (None, rest)
         };
-        if ty != Type::String && rest.len() != 8 {
+        let want = match ty {
+            Type::String => rest.len(),
+            Type::List => 16,
+            Type::Hash | Type::ZSet | Type::Set => 8,
+        };
+        if rest.len() != want {
             return Err(bad());
         }
         Ok(Meta {
@@ -150,7 +208,12 @@ impl Meta {
 }
 
 /// Appends an encoded meta value to `out` (no intermediate `Meta`).
-pub fn encode_meta_into(out: &mut Vec<u8>, ty: Type, expire_at: Option<u64>, payload: &[u8]) {
+pub(crate) fn encode_meta_into(
+    out: &mut Vec<u8>,
+    ty: Type,
+    expire_at: Option<u64>,
+    payload: &[u8],
+) {
     out.push(ty.tag());
     match expire_at {
         Some(t) => {
@@ -163,7 +226,7 @@ pub fn encode_meta_into(out: &mut Vec<u8>, ty: Type, expire_at: Option<u64>, pay
 }
 
 /// The `0x01` engine key of `key`.
-pub fn meta_key(key: &[u8]) -> Vec<u8> {
+pub(crate) fn meta_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + key.len());
     k.push(NS_META);
     k.extend_from_slice(key);
@@ -171,23 +234,24 @@ pub fn meta_key(key: &[u8]) -> Vec<u8> {
 }
 
 /// The prefix of all entries of `key` in namespace `ns` (2, 3 or 4).
-pub fn sub_prefix(ns: u8, key: &[u8]) -> Vec<u8> {
+pub(crate) fn sub_prefix(ns: u8, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(5 + key.len() + 16);
     k.push(ns);
-    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    // Keys are at most 4 KiB (the engine's limit), so the length fits.
+    k.extend_from_slice(&u32::try_from(key.len()).unwrap_or(u32::MAX).to_be_bytes());
     k.extend_from_slice(key);
     k
 }
 
 /// `prefix + suffix`.
-pub fn sub_key(ns: u8, key: &[u8], suffix: &[u8]) -> Vec<u8> {
+pub(crate) fn sub_key(ns: u8, key: &[u8], suffix: &[u8]) -> Vec<u8> {
     let mut k = sub_prefix(ns, key);
     k.extend_from_slice(suffix);
     k
 }
 
 /// The smallest key greater than every key starting with `prefix` (`None`: no bound).
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut p = prefix.to_vec();
     while let Some(last) = p.pop() {
         if last < 0xff {
@@ -199,7 +263,7 @@ pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Score bits that sort like the scores (memcmp order == numeric order).
-pub fn sortable_score(score: f64) -> [u8; 8] {
+pub(crate) fn sortable_score(score: f64) -> [u8; 8] {
     let score = if score == 0.0 { 0.0 } else { score }; // -0 sorts as +0
     let bits = score.to_bits();
     let s = if bits >> 63 == 1 {
@@ -211,14 +275,14 @@ pub fn sortable_score(score: f64) -> [u8; 8] {
 }
 
 /// Inverse of [`sortable_score`].
-pub fn unsortable_score(b: [u8; 8]) -> f64 {
+pub(crate) fn unsortable_score(b: [u8; 8]) -> f64 {
     let s = u64::from_be_bytes(b);
     let bits = if s >> 63 == 1 { s ^ (1 << 63) } else { !s };
     f64::from_bits(bits)
 }
 
 /// The expiry-queue key of `key` expiring at `at_ms`.
-pub fn expire_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
+pub(crate) fn expire_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + key.len());
     k.push(NS_EXPIRE);
     k.extend_from_slice(&at_ms.to_be_bytes());
@@ -227,7 +291,7 @@ pub fn expire_key(at_ms: u64, key: &[u8]) -> Vec<u8> {
 }
 
 /// Splits an expiry-queue key into (time, user key).
-pub fn parse_expire_key(k: &[u8]) -> Option<(u64, &[u8])> {
+pub(crate) fn parse_expire_key(k: &[u8]) -> Option<(u64, &[u8])> {
     if k.first() != Some(&NS_EXPIRE) || k.len() < 9 {
         return None;
     }
@@ -236,21 +300,10 @@ pub fn parse_expire_key(k: &[u8]) -> Option<(u64, &[u8])> {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// A 64-bit FNV-1a hash folded through a multiply (lock stripes, run ids); nothing
-/// persistent depends on it.
-pub fn hash64(key: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -288,11 +341,14 @@ mod tests {
         ];
         let enc: Vec<[u8; 8]> = v.iter().map(|s| sortable_score(*s)).collect();
         let mut sorted = enc.clone();
-        sorted.sort();
+        sorted.sort_unstable();
         assert_eq!(enc, sorted);
         for s in &mut v {
             let back = unsortable_score(sortable_score(*s));
-            assert_eq!(back, if *s == 0.0 { 0.0 } else { *s });
+            assert_eq!(
+                back.to_bits(),
+                if *s == 0.0 { 0.0f64 } else { *s }.to_bits()
+            );
         }
     }
 

@@ -1,33 +1,55 @@
-//! `cascade serve`: CascadeKV over the Redis protocol (RESP2).
+//! `cascade serve`: `CascadeKV` over the Redis protocol (RESP2 and RESP3).
 //!
 //! Redis clients (`redis-cli`, `redis-benchmark`, redis-py, go-redis, YCSB) talk to
-//! a CascadeKV store unchanged. Strings, hashes and a sorted-set subset are mapped
-//! onto the ordered engine (`keyspace.rs`); commands are executed by worker threads
-//! that each write to their own engine log (`worker.rs`); durable replies are
-//! group-committed per event-loop round in sync mode.
+//! a `CascadeKV` store unchanged. Redis data types are mapped onto the ordered engine
+//! (`keyspace.rs`); commands are executed by worker threads that each write to their
+//! own engine log (`worker.rs`); durable replies are group-committed per event-loop
+//! round in sync mode.
 //!
-//! Module map: `resp/` (parser, reply encoder), `cmd/` (command table and handlers),
-//! `store` (typed keyspace, locks, expiry), `keyspace` (engine key layout), `worker`
-//! (event loop), `server` (acceptor, shutdown), `config`, `metrics`, `info`, `http`
-//! (Prometheus), `glob` (patterns).
+//! Layers, bottom up (each uses only those below it):
+//! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
+//!   encoder), `config`, `metrics` (counters), `cursors`, `clients`;
+//! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
+//! - `shared` (the state every thread reaches: store, settings, metrics, clients);
+//! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
+//!   handlers);
+//! - `worker` (event loops), `http` (Prometheus endpoint), `server` (acceptor, ticker,
+//!   shutdown).
+//!
+//! The public surface is what the `cascade` binary and the fuzz target use:
+//! [`ServerConfig`], [`run`], [`ServeError`] and the request parser in [`resp::parse`].
 
-#![warn(missing_docs)]
+#![deny(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
 
-pub mod cmd;
-pub mod config;
-pub mod error;
-pub mod glob;
-pub mod http;
-pub mod info;
-pub mod keyspace;
-pub mod metrics;
+mod clients;
+mod cmd;
+mod config;
+mod cursors;
+mod error;
+mod glob;
+mod hash;
+mod http;
+mod info;
+mod keyspace;
+mod metrics;
+mod notify;
 pub mod resp;
-pub mod server;
-pub mod store;
-pub mod worker;
+mod server;
+mod shared;
+mod store;
+mod worker;
 
 pub use config::ServerConfig;
 pub use server::{run, ServeError};
 
 /// The Redis version whose protocol and commands this server follows (INFO, HELLO).
-pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
+pub(crate) const REDIS_COMPAT_VERSION: &str = "7.0.15";

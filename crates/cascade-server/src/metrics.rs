@@ -12,44 +12,44 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Histogram bucket upper bounds in microseconds (Prometheus `le`).
-pub const BOUNDS_US: [u64; 16] = [
+pub(crate) const BOUNDS_US: [u64; 16] = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
     1_000_000, 10_000_000,
 ];
 
 /// Counters of one command on one worker.
 #[derive(Debug, Default)]
-pub struct CmdCounters {
+pub(crate) struct CmdCounters {
     /// Calls.
-    pub calls: AtomicU64,
+    pub(crate) calls: AtomicU64,
     /// Calls that replied with an error.
-    pub errors: AtomicU64,
+    pub(crate) errors: AtomicU64,
     /// Total execution time in microseconds.
-    pub usec: AtomicU64,
+    pub(crate) usec: AtomicU64,
     /// Calls per latency bucket (the last one is +Inf).
-    pub buckets: [AtomicU64; BOUNDS_US.len() + 1],
+    pub(crate) buckets: [AtomicU64; BOUNDS_US.len() + 1],
 }
 
 /// Everything one worker counts.
 #[derive(Debug)]
-pub struct WorkerStats {
+pub(crate) struct WorkerStats {
     /// Per command (index into the command table).
-    pub cmds: Box<[CmdCounters]>,
+    pub(crate) cmds: Box<[CmdCounters]>,
     /// Unknown commands.
-    pub unknown: AtomicU64,
+    pub(crate) unknown: AtomicU64,
     /// Bytes read from clients.
-    pub bytes_in: AtomicU64,
+    pub(crate) bytes_in: AtomicU64,
     /// Bytes written to clients.
-    pub bytes_out: AtomicU64,
+    pub(crate) bytes_out: AtomicU64,
     /// Group commits (one persist of this worker's log for a round of writes).
-    pub group_commits: AtomicU64,
+    pub(crate) group_commits: AtomicU64,
     /// Protocol errors (connection closed).
-    pub protocol_errors: AtomicU64,
+    pub(crate) protocol_errors: AtomicU64,
 }
 
 impl WorkerStats {
     /// Counters for `n` commands.
-    pub fn new(n: usize) -> WorkerStats {
+    pub(crate) fn new(n: usize) -> WorkerStats {
         WorkerStats {
             cmds: (0..n).map(|_| CmdCounters::default()).collect(),
             unknown: AtomicU64::new(0),
@@ -61,12 +61,12 @@ impl WorkerStats {
     }
 
     /// Records one command.
-    pub fn record(&self, cmd: Option<usize>, failed: bool, took: Duration) {
+    pub(crate) fn record(&self, cmd: Option<usize>, failed: bool, took: Duration) {
         let Some(c) = cmd.and_then(|i| self.cmds.get(i)) else {
             self.unknown.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let us = took.as_micros() as u64;
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         c.calls.fetch_add(1, Ordering::Relaxed);
         if failed {
             c.errors.fetch_add(1, Ordering::Relaxed);
@@ -82,35 +82,39 @@ impl WorkerStats {
 
 /// Server-wide metrics.
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
+    /// Command names, in command-table order (the index of every per-command counter).
+    pub(crate) names: Vec<&'static str>,
     /// One per worker.
-    pub workers: Vec<Arc<WorkerStats>>,
+    pub(crate) workers: Vec<Arc<WorkerStats>>,
     /// Connected clients.
-    pub connected: AtomicI64,
+    pub(crate) connected: AtomicI64,
     /// Connections accepted since start.
-    pub total_connections: AtomicU64,
+    pub(crate) total_connections: AtomicU64,
     /// Connections refused (maxclients).
-    pub rejected: AtomicU64,
+    pub(crate) rejected: AtomicU64,
     /// Clients closed for idleness.
-    pub timed_out: AtomicU64,
+    pub(crate) timed_out: AtomicU64,
+    /// Clients parked in a blocking command.
+    pub(crate) blocked: AtomicI64,
 }
 
 /// One command's totals over all workers.
 #[derive(Debug, Default, Clone)]
-pub struct CmdTotals {
+pub(crate) struct CmdTotals {
     /// Calls.
-    pub calls: u64,
+    pub(crate) calls: u64,
     /// Failed calls.
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// Microseconds.
-    pub usec: u64,
+    pub(crate) usec: u64,
     /// Bucket counts (non-cumulative).
-    pub buckets: Vec<u64>,
+    pub(crate) buckets: Vec<u64>,
 }
 
 impl Metrics {
     /// Sum over workers of a per-worker counter.
-    pub fn sum(&self, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
+    pub(crate) fn sum(&self, f: impl Fn(&WorkerStats) -> &AtomicU64) -> u64 {
         self.workers
             .iter()
             .map(|w| f(w).load(Ordering::Relaxed))
@@ -118,7 +122,7 @@ impl Metrics {
     }
 
     /// Totals of command `i`.
-    pub fn cmd(&self, i: usize) -> CmdTotals {
+    pub(crate) fn cmd(&self, i: usize) -> CmdTotals {
         let mut t = CmdTotals {
             buckets: vec![0; BOUNDS_US.len() + 1],
             ..CmdTotals::default()
@@ -136,15 +140,27 @@ impl Metrics {
         t
     }
 
+    /// Metrics for the commands `names` (table order), one [`WorkerStats`] per worker.
+    pub(crate) fn new(names: Vec<&'static str>, workers: Vec<Arc<WorkerStats>>) -> Metrics {
+        Metrics {
+            names,
+            workers,
+            ..Metrics::default()
+        }
+    }
+
     /// Commands processed in total.
-    pub fn total_commands(&self, n: usize) -> u64 {
-        (0..n).map(|i| self.cmd(i).calls).sum::<u64>() + self.sum(|w| &w.unknown)
+    pub(crate) fn total_commands(&self) -> u64 {
+        (0..self.names.len())
+            .map(|i| self.cmd(i).calls)
+            .sum::<u64>()
+            + self.sum(|w| &w.unknown)
     }
 
     /// Zeroes the command counters (CONFIG RESETSTAT).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         for w in &self.workers {
-            for c in w.cmds.iter() {
+            for c in &w.cmds {
                 c.calls.store(0, Ordering::Relaxed);
                 c.errors.store(0, Ordering::Relaxed);
                 c.usec.store(0, Ordering::Relaxed);
@@ -157,21 +173,27 @@ impl Metrics {
     }
 }
 
+/// Microseconds as decimal seconds (`10` → `0.00001`), without a float round trip.
+fn seconds(us: u64) -> String {
+    let s = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Builds Prometheus text exposition.
 #[derive(Debug, Default)]
-pub struct Prom {
+pub(crate) struct Prom {
     out: String,
 }
 
 impl Prom {
     /// Starts a metric family.
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) {
+    pub(crate) fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.out, "# HELP {name} {help}");
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
     }
 
     /// One sample; `labels` like `cmd="get"` (may be empty).
-    pub fn sample(&mut self, name: &str, labels: &str, v: impl std::fmt::Display) {
+    pub(crate) fn sample(&mut self, name: &str, labels: &str, v: impl std::fmt::Display) {
         if labels.is_empty() {
             let _ = writeln!(self.out, "{name} {v}");
         } else {
@@ -180,17 +202,17 @@ impl Prom {
     }
 
     /// A family with one unlabelled sample.
-    pub fn single(&mut self, name: &str, kind: &str, help: &str, v: impl std::fmt::Display) {
+    pub(crate) fn single(&mut self, name: &str, kind: &str, help: &str, v: impl std::fmt::Display) {
         self.family(name, kind, help);
         self.sample(name, "", v);
     }
 
     /// A histogram of one command (`buckets` non-cumulative, per [`BOUNDS_US`]).
-    pub fn histogram(&mut self, name: &str, labels: &str, t: &CmdTotals) {
+    pub(crate) fn histogram(&mut self, name: &str, labels: &str, t: &CmdTotals) {
         let mut cum = 0;
         for (i, b) in BOUNDS_US.iter().enumerate() {
             cum += t.buckets.get(i).copied().unwrap_or(0);
-            let le = *b as f64 / 1e6;
+            let le = seconds(*b);
             self.sample(
                 &format!("{name}_bucket"),
                 &format!("{labels},le=\"{le}\""),
@@ -202,12 +224,12 @@ impl Prom {
             &format!("{labels},le=\"+Inf\""),
             t.calls,
         );
-        self.sample(&format!("{name}_sum"), labels, t.usec as f64 / 1e6);
+        self.sample(&format!("{name}_sum"), labels, seconds(t.usec));
         self.sample(&format!("{name}_count"), labels, t.calls);
     }
 
     /// The text.
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         self.out
     }
 }
@@ -218,21 +240,18 @@ mod tests {
 
     #[test]
     fn records_into_buckets() {
-        let w = WorkerStats::new(2);
-        w.record(Some(1), false, Duration::from_micros(7));
-        w.record(Some(1), true, Duration::from_micros(300));
-        w.record(Some(1), false, Duration::from_secs(20));
-        w.record(None, true, Duration::ZERO);
-        let m = Metrics {
-            workers: vec![Arc::new(w)],
-            ..Metrics::default()
-        };
+        let stats = WorkerStats::new(2);
+        stats.record(Some(1), false, Duration::from_micros(7));
+        stats.record(Some(1), true, Duration::from_micros(300));
+        stats.record(Some(1), false, Duration::from_secs(20));
+        stats.record(None, true, Duration::ZERO);
+        let m = Metrics::new(vec!["a", "b"], vec![Arc::new(stats)]);
         let t = m.cmd(1);
         assert_eq!((t.calls, t.errors), (3, 1));
         assert_eq!(t.buckets[0], 1);
         assert_eq!(t.buckets[5], 1);
         assert_eq!(t.buckets[BOUNDS_US.len()], 1);
-        assert_eq!(m.total_commands(2), 4);
+        assert_eq!(m.total_commands(), 4);
         let mut p = Prom::default();
         p.histogram("lat", "cmd=\"x\"", &t);
         let s = p.finish();

@@ -11,175 +11,22 @@
 //! replies and closes its clients; then the store is closed, which persists every log
 //! and marks a clean shutdown. So every acknowledged write is durable per the mode.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascadekv::Db;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
-use parking_lot::Mutex;
 
-use crate::cmd::keys::Cursors;
 use crate::cmd::Commands;
-use crate::config::{RuntimeConfig, ServerConfig};
+use crate::config::ServerConfig;
 use crate::metrics::{Metrics, WorkerStats};
+use crate::shared::Shared;
 use crate::store::Store;
 use crate::worker::{Inbox, Worker};
-
-/// State shared by every thread of the server.
-#[derive(Debug)]
-pub struct Shared {
-    /// The keyspace.
-    pub store: Store,
-    /// The command table.
-    pub commands: Commands,
-    /// SCAN cursors.
-    pub cursors: Cursors,
-    /// Settings CONFIG SET may change.
-    pub config: RuntimeConfig,
-    /// Start-up settings.
-    pub fixed: ServerConfig,
-    /// Counters.
-    pub metrics: Metrics,
-    /// Connected clients.
-    pub clients: Clients,
-    /// Start time.
-    pub started: Instant,
-    /// Random id of this run (INFO run_id).
-    pub run_id: String,
-    /// The port actually bound.
-    pub port: u16,
-    /// Unix seconds of the last SAVE.
-    pub last_save: AtomicU64,
-    shutdown: AtomicBool,
-    wakers: Mutex<Vec<Arc<Waker>>>,
-    ops_samples: Mutex<VecDeque<(Instant, u64)>>,
-}
-
-impl Shared {
-    /// Asks every thread to stop (idempotent).
-    pub fn request_shutdown(&self, why: &str) {
-        if !self.shutdown.swap(true, Ordering::AcqRel) {
-            eprintln!("cascade: shutting down ({why})");
-        }
-        for w in self.wakers.lock().iter() {
-            let _ = w.wake();
-        }
-    }
-
-    /// True once shutdown was requested.
-    pub fn shutting_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    /// Commands per second over the last second or so.
-    pub fn ops_per_sec(&self) -> u64 {
-        let s = self.ops_samples.lock();
-        match (s.front(), s.back()) {
-            (Some(a), Some(b)) if b.0 > a.0 => {
-                ((b.1 - a.1) as f64 / (b.0 - a.0).as_secs_f64()) as u64
-            }
-            _ => 0,
-        }
-    }
-
-    fn sample_ops(&self) {
-        let total = self.metrics.total_commands(self.commands.specs.len());
-        let mut s = self.ops_samples.lock();
-        s.push_back((Instant::now(), total));
-        while s.len() > 16 {
-            s.pop_front();
-        }
-    }
-}
-
-/// One connected client as `CLIENT LIST` shows it.
-#[derive(Debug, Clone)]
-struct ClientEntry {
-    addr: String,
-    laddr: String,
-    name: Option<Vec<u8>>,
-    created: Instant,
-    resp: u8,
-}
-
-/// The registry of connected clients.
-#[derive(Debug, Default)]
-pub struct Clients {
-    map: Mutex<BTreeMap<u64, ClientEntry>>,
-}
-
-impl Clients {
-    /// Registers a client.
-    pub fn add(&self, id: u64, addr: String, laddr: String) {
-        self.map.lock().insert(
-            id,
-            ClientEntry {
-                addr,
-                laddr,
-                name: None,
-                created: Instant::now(),
-                resp: 2,
-            },
-        );
-    }
-
-    /// Records the protocol version (HELLO).
-    pub fn set_resp(&self, id: u64, resp: u8) {
-        if let Some(e) = self.map.lock().get_mut(&id) {
-            e.resp = resp;
-        }
-    }
-
-    /// Forgets a client.
-    pub fn remove(&self, id: u64) {
-        self.map.lock().remove(&id);
-    }
-
-    /// Records a name.
-    pub fn set_name(&self, id: u64, name: Option<Vec<u8>>) {
-        if let Some(e) = self.map.lock().get_mut(&id) {
-            e.name = name;
-        }
-    }
-
-    fn line(id: u64, e: &ClientEntry) -> String {
-        // The fields this server knows; Redis prints more (buffers, last command).
-        format!(
-            "id={id} addr={} laddr={} name={} age={} flags=N db=0 user=default resp={}",
-            e.addr,
-            e.laddr,
-            e.name
-                .as_deref()
-                .map(String::from_utf8_lossy)
-                .unwrap_or_default(),
-            e.created.elapsed().as_secs(),
-            e.resp
-        )
-    }
-
-    /// `CLIENT LIST` text.
-    pub fn list(&self, _me: u64) -> String {
-        self.map
-            .lock()
-            .iter()
-            .map(|(id, e)| Self::line(*id, e) + "\n")
-            .collect()
-    }
-
-    /// `CLIENT INFO` text.
-    pub fn info_line(&self, id: u64) -> String {
-        self.map
-            .lock()
-            .get(&id)
-            .map(|e| Self::line(id, e) + "\n")
-            .unwrap_or_default()
-    }
-}
 
 /// Errors that stop the server from starting.
 #[derive(Debug)]
@@ -221,6 +68,10 @@ fn resolve(bind: &str, port: u16) -> std::io::Result<SocketAddr> {
 }
 
 /// Runs the server until shutdown. Prints `listening on ADDR` once ready.
+///
+/// # Errors
+/// [`ServeError`] when the store cannot be opened or closed, or the address cannot be
+/// bound.
 pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let t0 = Instant::now();
     let db = Arc::new(
@@ -230,52 +81,27 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let addr = resolve(&cfg.bind, cfg.port)?;
     let mut listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
-    let commands = Commands::default();
+    let commands = Arc::new(Commands::default());
     let threads = cfg.threads.max(1);
     let stats: Vec<Arc<WorkerStats>> = (0..threads)
         .map(|_| Arc::new(WorkerStats::new(commands.specs.len())))
         .collect();
-    let seed = crate::keyspace::now_ms() ^ u64::from(std::process::id()).rotate_left(32);
-    let shared = Arc::new(Shared {
-        store,
-        commands,
-        cursors: Cursors::new(crate::keyspace::hash64(&seed.to_le_bytes())),
-        config: RuntimeConfig::new(&cfg),
-        metrics: Metrics {
-            workers: stats.clone(),
-            ..Metrics::default()
-        },
-        clients: Clients::default(),
-        started: Instant::now(),
-        run_id: format!(
-            "{:016x}{:016x}{:08x}",
-            crate::keyspace::hash64(&seed.to_be_bytes()),
-            crate::keyspace::hash64(format!("{local}{seed}").as_bytes()),
-            std::process::id()
-        ),
-        port: local.port(),
-        last_save: AtomicU64::new(crate::keyspace::now_ms() / 1000),
-        fixed: ServerConfig {
-            threads,
-            ..cfg.clone()
-        },
-        shutdown: AtomicBool::new(false),
-        wakers: Mutex::new(Vec::new()),
-        ops_samples: Mutex::new(VecDeque::new()),
-    });
+    let fixed = ServerConfig { threads, ..cfg };
+    let metrics = Metrics::new(commands.names(), stats.clone());
+    let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
 
     let mut poll = Poll::new()?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-    shared.wakers.lock().push(waker);
+    shared.add_waker(waker);
 
     let mut handles = Vec::new();
     let mut inboxes: Vec<Inbox> = Vec::new();
     for (i, st) in stats.into_iter().enumerate() {
-        let w = Worker::new(shared.clone(), st)?;
+        let w = Worker::new(shared.clone(), commands.clone(), st)?;
         inboxes.push(w.inbox());
-        shared.wakers.lock().push(w.waker());
+        shared.add_waker(w.waker());
         handles.push(
             std::thread::Builder::new()
                 .name(format!("cascade-worker-{i}"))
@@ -289,7 +115,8 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
             .spawn(move || ticker(&s))?
     };
     let signals = signal_thread(&shared)?;
-    let metrics = match cfg.metrics_port {
+    let cfg = &shared.fixed;
+    let metrics_thread = match cfg.metrics_port {
         Some(p) => Some(crate::http::start(shared.clone(), resolve(&cfg.bind, p)?)?),
         None => None,
     };
@@ -311,7 +138,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     }
     let _ = ticker.join();
     signals.close();
-    if let Some(m) = metrics {
+    if let Some(m) = metrics_thread {
         let _ = m.join();
     }
     let res = db.close();
@@ -342,7 +169,7 @@ fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes
                 Ok((mut sock, peer)) => {
                     let m = &shared.metrics;
                     let max = shared.config.maxclients.load(Ordering::Relaxed);
-                    if m.connected.load(Ordering::Relaxed) as u64 >= max {
+                    if u64::try_from(m.connected.load(Ordering::Relaxed)).unwrap_or(0) >= max {
                         m.rejected.fetch_add(1, Ordering::Relaxed);
                         let _ = sock.write(b"-ERR max number of clients reached\r\n");
                         continue;
@@ -358,7 +185,7 @@ fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes
                     next += 1;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     eprintln!("cascade: accept failed: {e}");
@@ -380,7 +207,7 @@ fn ticker(shared: &Shared) {
         // Sweep until a round finds fewer than its budget (bounded per tick).
         for _ in 0..20 {
             match shared.store.sweep_expired(500) {
-                Ok(n) if n >= 500 => continue,
+                Ok(n) if n >= 500 => {}
                 Ok(_) => break,
                 Err(e) => {
                     eprintln!("cascade: expiry sweep failed: {e}");

@@ -4,7 +4,7 @@
 //! every ready connection, parses and executes the complete commands it holds
 //! (pipelining: many per read), appending replies to the connection's output buffer,
 //! (3) if any command wrote and the server runs with sync durability, persists its own
-//! engine log once for the whole round (group commit, FlatStore's horizontal batching
+//! engine log once for the whole round (group commit, `FlatStore`'s horizontal batching
 //! per thread), and only then (4) writes the replies. All engine writes of this
 //! worker's clients go to this thread's exclusive log.
 //!
@@ -28,34 +28,46 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
-use crate::cmd::{dispatch, Client, Ctx};
+use crate::cmd::{dispatch, Client, Commands, Ctx};
 use crate::metrics::WorkerStats;
-use crate::resp::parse::{Limits, Parser};
+use crate::notify::WakeFn;
+use crate::resp::parse::Command;
+use crate::resp::parse::{Limits, Parser, ProtocolError};
 use crate::resp::reply::{self, Out};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Unsent output at which a connection stops being served until it drains.
-pub const OUT_HIGH: usize = 4 << 20;
+pub(crate) const OUT_HIGH: usize = 4 << 20;
 /// Bytes read from one connection per round.
-pub const READ_BUDGET: usize = 1 << 20;
+pub(crate) const READ_BUDGET: usize = 1 << 20;
 const READ_CHUNK: usize = 16 << 10;
 const WAKE: Token = Token(0);
+/// What a client that has not authenticated may send (Redis's limits): 10 arguments of
+/// 16 KiB at most.
+const UNAUTHED: Limits = Limits {
+    max_bulk: 16 * 1024,
+    max_args: 10,
+};
 
 /// Hands accepted sockets to a worker.
 #[derive(Clone)]
-pub struct Inbox {
+pub(crate) struct Inbox {
     queue: Arc<Mutex<Vec<(TcpStream, SocketAddr, u64)>>>,
     waker: Arc<Waker>,
 }
 
 impl Inbox {
     /// Queues a connection and wakes the worker.
-    pub fn send(&self, sock: TcpStream, peer: SocketAddr, id: u64) {
+    pub(crate) fn send(&self, sock: TcpStream, peer: SocketAddr, id: u64) {
         self.queue.lock().push((sock, peer, id));
         let _ = self.waker.wake();
     }
 }
 
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent connection states, each checked on its own"
+)]
 struct Conn {
     sock: TcpStream,
     client: Client,
@@ -73,6 +85,22 @@ struct Conn {
     wrote: bool,
     /// Complete commands are waiting (output was full).
     backlog: bool,
+    /// Parked in a blocking command.
+    parked: Option<Parked>,
+}
+
+/// A client waiting in a blocking command.
+struct Parked {
+    cmd: Command,
+    keys: Vec<Vec<u8>>,
+    deadline: Option<Instant>,
+}
+
+/// How a parked client is woken: its token goes to `woken` and the poll is woken.
+#[derive(Clone)]
+struct Park {
+    woken: Arc<Mutex<Vec<Token>>>,
+    waker: Arc<Waker>,
 }
 
 impl Conn {
@@ -82,33 +110,46 @@ impl Conn {
 }
 
 /// One worker thread's state.
-pub struct Worker {
+pub(crate) struct Worker {
     shared: Arc<Shared>,
+    commands: Arc<Commands>,
     stats: Arc<WorkerStats>,
     poll: Poll,
     waker: Arc<Waker>,
     queue: Arc<Mutex<Vec<(TcpStream, SocketAddr, u64)>>>,
     conns: HashMap<Token, Conn>,
     next_token: usize,
+    park: Park,
+    parked: usize,
     is_write: Vec<bool>,
 }
 
 impl Worker {
     /// A worker (not yet running).
-    pub fn new(shared: Arc<Shared>, stats: Arc<WorkerStats>) -> std::io::Result<Worker> {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        commands: Arc<Commands>,
+        stats: Arc<WorkerStats>,
+    ) -> std::io::Result<Worker> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
-        let is_write = shared
-            .commands
+        let is_write = commands
             .specs
             .iter()
-            .map(|s| s.flags.contains(&"write"))
+            .map(crate::cmd::Spec::writes)
             .collect();
+        let park = Park {
+            woken: Arc::new(Mutex::new(Vec::new())),
+            waker: waker.clone(),
+        };
         Ok(Worker {
             shared,
+            commands,
             stats,
             poll,
             waker,
+            park,
+            parked: 0,
             queue: Arc::new(Mutex::new(Vec::new())),
             conns: HashMap::new(),
             next_token: 1,
@@ -117,7 +158,7 @@ impl Worker {
     }
 
     /// Where the acceptor sends connections.
-    pub fn inbox(&self) -> Inbox {
+    pub(crate) fn inbox(&self) -> Inbox {
         Inbox {
             queue: self.queue.clone(),
             waker: self.waker.clone(),
@@ -125,23 +166,31 @@ impl Worker {
     }
 
     /// The waker (for shutdown).
-    pub fn waker(&self) -> Arc<Waker> {
+    pub(crate) fn waker(&self) -> Arc<Waker> {
         self.waker.clone()
     }
 
     /// Runs until shutdown, then answers what was received and closes every client.
-    pub fn run(mut self) {
+    pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(1024);
         // Connections with work left over from the previous round.
         let mut ready: Vec<Token> = Vec::new();
         let mut round: Vec<Token> = Vec::new();
         let mut last_idle_check = Instant::now();
         loop {
-            let timeout = if ready.is_empty() {
+            let mut timeout = if ready.is_empty() {
                 Duration::from_millis(250)
             } else {
                 Duration::ZERO
             };
+            if self.parked > 0 {
+                let now = Instant::now();
+                for c in self.conns.values() {
+                    if let Some(d) = c.parked.as_ref().and_then(|p| p.deadline) {
+                        timeout = timeout.min(d.saturating_duration_since(now));
+                    }
+                }
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
                     eprintln!("cascade: worker poll failed: {e}");
@@ -153,7 +202,20 @@ impl Worker {
             }
             round.clear();
             round.append(&mut ready);
-            for ev in events.iter() {
+            round.append(&mut self.park.woken.lock());
+            if self.parked > 0 {
+                let now = Instant::now();
+                for (t, c) in &self.conns {
+                    if c.parked
+                        .as_ref()
+                        .and_then(|p| p.deadline)
+                        .is_some_and(|d| d <= now)
+                    {
+                        round.push(*t);
+                    }
+                }
+            }
+            for ev in &events {
                 if ev.token() == WAKE {
                     self.adopt();
                 } else {
@@ -174,8 +236,8 @@ impl Worker {
     fn adopt(&mut self) {
         let new: Vec<_> = std::mem::take(&mut *self.queue.lock());
         let limits = Limits {
-            max_bulk: self.shared.config.max_bulk.load(Ordering::Relaxed) as usize,
-            max_args: self.shared.config.max_args.load(Ordering::Relaxed) as usize,
+            max_bulk: to_usize(self.shared.config.max_bulk.load(Ordering::Relaxed)),
+            max_args: to_usize(self.shared.config.max_args.load(Ordering::Relaxed)),
         };
         for (mut sock, peer, id) in new {
             let token = Token(self.next_token);
@@ -194,14 +256,8 @@ impl Worker {
                 token,
                 Conn {
                     sock,
-                    client: Client {
-                        id,
-                        addr: peer.to_string(),
-                        name: None,
-                        authed,
-                        close_after_reply: false,
-                    },
-                    parser: Parser::new(limits),
+                    client: Client::new(id, peer.to_string(), authed),
+                    parser: Parser::new(if authed { limits } else { UNAUTHED }),
                     inbuf: Vec::new(),
                     rpos: 0,
                     out: Out::new(),
@@ -211,9 +267,21 @@ impl Worker {
                     dead: false,
                     wrote: false,
                     backlog: false,
+                    parked: None,
                 },
             );
         }
+    }
+
+    /// Drops a closed connection's registrations (parked, watched) and counts.
+    fn release(&mut self, c: &mut Conn) {
+        if let Some(p) = c.parked.take() {
+            self.shared.store.notify().unwait(c.client.id, &p.keys);
+            self.shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
+            self.parked -= 1;
+        }
+        c.client.unwatch(&self.shared.store);
+        self.forget(c.client.id);
     }
 
     fn forget(&self, id: u64) {
@@ -236,15 +304,33 @@ impl Worker {
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
             }
-            c.backlog = execute(c, &self.shared, &self.stats, &self.is_write);
+            let was_parked = c.parked.is_some();
+            if was_parked {
+                retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
+            }
+            let env = Env {
+                shared: &self.shared,
+                commands: &self.commands,
+                stats: &self.stats,
+                is_write: &self.is_write,
+                park: &self.park,
+                token: *t,
+            };
+            c.backlog = c.parked.is_none() && execute(c, &env);
+            match (was_parked, c.parked.is_some()) {
+                (false, true) => self.parked += 1,
+                (true, false) => self.parked -= 1,
+                _ => {}
+            }
             more |= c.backlog;
             // What is left after executing is one incomplete command (or, with
             // `backlog`, commands waiting for the client to read its replies).
-            let limit = self
-                .shared
-                .config
-                .query_buffer_limit
-                .load(Ordering::Relaxed) as usize;
+            let limit = to_usize(
+                self.shared
+                    .config
+                    .query_buffer_limit
+                    .load(Ordering::Relaxed),
+            );
             if !c.backlog && c.inbuf.len() - c.rpos > limit {
                 eprintln!(
                     "cascade: closing client {} ({}): query buffer over {limit} bytes",
@@ -290,7 +376,7 @@ impl Worker {
             if finished {
                 if let Some(mut c) = self.conns.remove(t) {
                     let _ = self.poll.registry().deregister(&mut c.sock);
-                    self.forget(c.client.id);
+                    self.release(&mut c);
                 }
                 // A closed token left in `again` is skipped: it has no connection.
             }
@@ -306,13 +392,13 @@ impl Worker {
         let idle: Vec<Token> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.last_active.elapsed() > limit)
+            .filter(|(_, c)| c.parked.is_none() && c.last_active.elapsed() > limit)
             .map(|(t, _)| *t)
             .collect();
         for t in idle {
             if let Some(mut c) = self.conns.remove(&t) {
                 let _ = self.poll.registry().deregister(&mut c.sock);
-                self.forget(c.client.id);
+                self.release(&mut c);
                 self.shared
                     .metrics
                     .timed_out
@@ -347,14 +433,16 @@ impl Worker {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        for (_, c) in self.conns.drain() {
-            self.shared.clients.remove(c.client.id);
-            self.shared
-                .metrics
-                .connected
-                .fetch_sub(1, Ordering::Relaxed);
+        let conns: Vec<Conn> = self.conns.drain().map(|(_, c)| c).collect();
+        for mut c in conns {
+            self.release(&mut c);
         }
     }
+}
+
+/// A configured size as `usize` (saturating on 32-bit targets).
+fn to_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
 }
 
 /// Reads up to [`READ_BUDGET`]. Returns true if more input may be waiting.
@@ -406,9 +494,85 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
     true
 }
 
+/// What executing a connection's commands needs from its worker.
+struct Env<'a> {
+    shared: &'a Shared,
+    commands: &'a Commands,
+    stats: &'a WorkerStats,
+    is_write: &'a [bool],
+    park: &'a Park,
+    token: Token,
+}
+
+/// Runs a parked client's command again (a key changed, or its deadline passed).
+fn retry_parked(
+    c: &mut Conn,
+    shared: &Shared,
+    commands: &Commands,
+    stats: &WorkerStats,
+    is_write: &[bool],
+) {
+    let Some(p) = c.parked.take() else {
+        return;
+    };
+    let t = Instant::now();
+    let mut ctx = Ctx {
+        shared,
+        commands,
+        client: &mut c.client,
+        out: &mut c.out,
+    };
+    let ran = dispatch(&mut ctx, &p.cmd);
+    if ran.block.is_some() {
+        if p.deadline.is_some_and(|d| d <= Instant::now()) {
+            reply::nil_array(&mut c.out);
+        } else {
+            c.parked = Some(p);
+            return;
+        }
+    }
+    shared.store.notify().unwait(c.client.id, &p.keys);
+    shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
+    stats.record(ran.idx, ran.failed, t.elapsed());
+    if ran
+        .idx
+        .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
+    {
+        c.wrote = true;
+    }
+}
+
+/// Parks `client` on the keys of `cmd` (a blocking command that found nothing).
+fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
+    let keys: Vec<Vec<u8>> = env.commands.specs[idx]
+        .keys
+        .of(cmd)
+        .into_iter()
+        .map(<[u8]>::to_vec)
+        .collect();
+    let deadline = (timeout > 0.0)
+        .then(|| Instant::now().checked_add(Duration::from_secs_f64(timeout.min(1e9))))
+        .flatten();
+    let (woken, waker, token) = (env.park.woken.clone(), env.park.waker.clone(), env.token);
+    let wake: WakeFn = Arc::new(move || {
+        woken.lock().push(token);
+        let _ = waker.wake();
+    });
+    env.shared.store.notify().wait(c.client.id, &keys, &wake);
+    env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
+    // A push between the command's unlock and this registration: try once more.
+    wake();
+    c.parked = Some(Parked {
+        cmd: cmd.clone(),
+        keys,
+        deadline,
+    });
+}
+
 /// Executes complete commands while the output is below the mark. Returns true if
 /// complete commands are left (output full).
-fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]) -> bool {
+fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
+    let (shared, commands, stats, is_write) = (env.shared, env.commands, env.stats, env.is_write);
     let Conn {
         parser,
         inbuf,
@@ -420,6 +584,7 @@ fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]
         dead,
         ..
     } = c;
+    let mut blocked = None;
     while !*dead && !client.close_after_reply {
         if out.buf.len() - *wpos >= OUT_HIGH {
             return *rpos < inbuf.len();
@@ -434,23 +599,52 @@ fn execute(c: &mut Conn, shared: &Shared, stats: &WorkerStats, is_write: &[bool]
                 let t = Instant::now();
                 let mut ctx = Ctx {
                     shared,
+                    commands,
                     client,
                     out,
                 };
-                let (idx, failed) = dispatch(&mut ctx, cmd);
-                stats.record(idx, failed, t.elapsed());
-                if idx.is_some_and(|i| is_write.get(i).copied().unwrap_or(false)) {
+                let was_authed = ctx.client.authed;
+                let ran = dispatch(&mut ctx, cmd);
+                let raise = !was_authed && client.authed;
+                if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
+                    blocked = Some((cmd.clone(), idx, timeout));
+                    break;
+                }
+                stats.record(ran.idx, ran.failed, t.elapsed());
+                if ran
+                    .idx
+                    .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
+                {
                     *wrote = true;
+                }
+                if raise {
+                    parser.set_limits(Limits {
+                        max_bulk: to_usize(shared.config.max_bulk.load(Ordering::Relaxed)),
+                        max_args: to_usize(shared.config.max_args.load(Ordering::Relaxed)),
+                    });
                 }
             }
             Ok(None) => break,
             Err(e) => {
+                let e = match e {
+                    ProtocolError::InvalidBulkLength if !client.authed => {
+                        "unauthenticated bulk length".to_string()
+                    }
+                    ProtocolError::InvalidMultibulkLength if !client.authed => {
+                        "unauthenticated multibulk length".to_string()
+                    }
+                    e => e.to_string(),
+                };
                 reply::error(out, &format!("ERR Protocol error: {e}"));
                 stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
                 client.close_after_reply = true;
                 *rpos = inbuf.len();
             }
         }
+    }
+    if let Some((cmd, idx, timeout)) = blocked {
+        park(c, env, &cmd, idx, timeout);
+        return false;
     }
     if *rpos == inbuf.len() {
         inbuf.clear();

@@ -2,83 +2,84 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{is, spec, unknown_subcommand, Ctx, Spec, A, NOKEYS};
+use super::{is, spec, unknown_subcommand, Ctx, Keys, Run::Ctl, Spec, A};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::resp::parse::Command;
 use crate::resp::reply::{self, Out};
 
 /// The server commands.
-pub static SPECS: &[Spec] = &[
+pub(crate) static SPECS: &[Spec] = &[
     spec(
         "command",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "COMMAND [COUNT|INFO|DOCS|LIST]: the command table.",
-        command,
+        Ctl(command),
     ),
     spec(
         "config",
         -2,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "CONFIG GET|SET|RESETSTAT|REWRITE.",
-        config,
+        Ctl(config),
     ),
     spec(
         "info",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "Server, client, memory, persistence, stats, keyspace and engine information.",
-        info,
+        Ctl(info),
     ),
     spec(
         "shutdown",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "Stops the server after in-flight requests; everything acknowledged stays durable.",
-        shutdown,
+        Ctl(shutdown),
     ),
     spec(
         "time",
         1,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "Server time: seconds and microseconds.",
-        time,
+        Ctl(time),
     ),
     spec(
         "save",
         1,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "Persists every log now.",
-        save,
+        Ctl(save),
     ),
     spec(
         "bgsave",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "server",
         "Persists every log now (synchronously).",
-        bgsave,
+        Ctl(bgsave),
     ),
 ];
 
 fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let specs = &ctx.shared.commands.specs;
+    let commands = ctx.commands;
+    let specs = &commands.specs;
     let pick = |names: &mut dyn Iterator<Item = &[u8]>| -> Vec<Option<usize>> {
-        names.map(|n| ctx.shared.commands.lookup(n)).collect()
+        names.map(|n| commands.lookup(n)).collect()
     };
     if c.len() == 1 {
         let all: Vec<Option<usize>> = (0..specs.len()).map(Some).collect();
@@ -87,7 +88,7 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     }
     let sub = c.arg(1);
     if is(sub, "count") && c.len() == 2 {
-        reply::int(ctx.out, specs.len() as i64);
+        reply::int(ctx.out, crate::cmd::args::len_i64(specs.len()));
     } else if is(sub, "list") && c.len() == 2 {
         reply::bulk_array(ctx.out, specs.iter().map(|s| s.name.as_bytes()));
     } else if is(sub, "info") {
@@ -145,9 +146,10 @@ fn command_info(out: &mut Out, specs: &[super::Spec], which: &[Option<usize>]) {
         for f in s.flags {
             reply::simple(out, f);
         }
-        reply::int(out, i64::from(s.keys.0));
-        reply::int(out, i64::from(s.keys.1));
-        reply::int(out, i64::from(s.keys.2));
+        let (first, last, step) = s.keys.triple();
+        reply::int(out, i64::from(first));
+        reply::int(out, i64::from(last));
+        reply::int(out, i64::from(step));
     }
 }
 
@@ -241,4 +243,104 @@ fn bgsave(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
         .store(crate::keyspace::now_ms() / 1000, Ordering::Relaxed);
     reply::simple(ctx.out, "Background saving started");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::{Kit, Value};
+
+    #[test]
+    fn unknown_commands_and_arity() {
+        let mut k = Kit::new();
+        k.expect(
+            &["NOSUCH", "a", "b"],
+            "-ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \r\n",
+        );
+        k.expect(
+            &["GET"],
+            "-ERR wrong number of arguments for 'get' command\r\n",
+        );
+        k.expect(
+            &["GET", "a", "b"],
+            "-ERR wrong number of arguments for 'get' command\r\n",
+        );
+        k.expect(
+            &["HSET", "h"],
+            "-ERR wrong number of arguments for 'hset' command\r\n",
+        );
+    }
+
+    #[test]
+    fn command_table() {
+        let mut k = Kit::new();
+        let n = k.int(&["COMMAND", "COUNT"]);
+        assert!(n > 50, "{n}");
+        let names = k.strings(&["COMMAND", "LIST"]);
+        assert_eq!(i64::try_from(names.len()).expect("fits"), n);
+        assert!(names.contains(&"zadd".to_string()));
+        let v = k.value(&["COMMAND", "INFO", "get", "nope", "mset"]);
+        let Value::Arr(items) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(items[1], Value::Nil);
+        let Value::Arr(mset) = &items[2] else {
+            panic!()
+        };
+        assert_eq!(mset[0], Value::Str("mset".into()));
+        assert_eq!(mset[1], Value::Int(-3));
+        assert_eq!(&mset[3..6], &[Value::Int(1), Value::Int(-1), Value::Int(2)]);
+        k.expect(
+            &["COMMAND", "BAD"],
+            "-ERR unknown subcommand 'BAD'. Try COMMAND HELP.\r\n",
+        );
+    }
+
+    #[test]
+    fn config_get_set() {
+        let mut k = Kit::new();
+        k.expect(
+            &["CONFIG", "GET", "timeout"],
+            "*2\r\n$7\r\ntimeout\r\n$1\r\n0\r\n",
+        );
+        k.ok(&["CONFIG", "SET", "timeout", "30"]);
+        k.expect(
+            &["CONFIG", "GET", "timeout"],
+            "*2\r\n$7\r\ntimeout\r\n$2\r\n30\r\n",
+        );
+        let all = k.strings(&["CONFIG", "GET", "*max*"]);
+        assert!(all.contains(&"maxclients".to_string()), "{all:?}");
+        k.expect(&["CONFIG", "SET", "port", "1"], "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n");
+        k.expect(
+            &["CONFIG", "SET", "nosuch", "1"],
+            "-ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'\r\n",
+        );
+        k.expect(
+            &["CONFIG", "GET"],
+            "-ERR wrong number of arguments for 'config|get' command\r\n",
+        );
+        k.expect(
+            &["CONFIG", "REWRITE"],
+            "-ERR The server is running without a config file\r\n",
+        );
+        k.ok(&["CONFIG", "RESETSTAT"]);
+        k.expect(
+            &["CONFIG", "NOPE"],
+            "-ERR unknown subcommand 'NOPE'. Try CONFIG HELP.\r\n",
+        );
+    }
+
+    #[test]
+    fn time_save_shutdown() {
+        let mut k = Kit::new();
+        let t = k.strings(&["TIME"]);
+        let secs: u64 = t[0].parse().expect("seconds");
+        assert!(secs > 1_600_000_000);
+        k.ok(&["SAVE"]);
+        k.expect(&["BGSAVE"], "+Background saving started\r\n");
+        k.expect(&["SHUTDOWN", "BOGUS"], "-ERR syntax error\r\n");
+        assert!(!k.shared.shutting_down());
+        k.expect(&["SHUTDOWN", "NOSAVE"], "");
+        assert!(k.shared.shutting_down());
+        assert!(k.client.close_after_reply);
+    }
 }

@@ -1,74 +1,74 @@
 //! Connection commands: `PING ECHO HELLO AUTH SELECT QUIT CLIENT`.
 
-use super::{int_arg, is, spec, unknown_subcommand, Ctx, Spec, A, NOKEYS};
+use super::{int_arg, is, spec, unknown_subcommand, Ctx, Keys, Run::Ctl, Spec, A};
 use crate::error::{CmdError, CmdResult};
 use crate::resp::parse::Command;
 use crate::resp::reply;
 
 /// The connection commands.
-pub static SPECS: &[Spec] = &[
+pub(crate) static SPECS: &[Spec] = &[
     spec(
         "ping",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "Returns PONG, or the argument.",
-        ping,
+        Ctl(ping),
     ),
     spec(
         "echo",
         2,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "Returns the argument.",
-        echo,
+        Ctl(echo),
     ),
     spec(
         "hello",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "Handshake: protocol 2 or 3, AUTH, SETNAME.",
-        hello,
+        Ctl(hello),
     ),
     spec(
         "auth",
         -2,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "Authenticates the connection.",
-        auth,
+        Ctl(auth),
     ),
     spec(
         "select",
         2,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "Selects database 0 (the only one).",
-        select,
+        Ctl(select),
     ),
     spec(
         "quit",
         -1,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "Closes the connection.",
-        quit,
+        Ctl(quit),
     ),
     spec(
         "client",
         -2,
         A,
-        NOKEYS,
+        Keys::None,
         "connection",
         "CLIENT ID|SETNAME|GETNAME|LIST|INFO|SETINFO.",
-        client,
+        Ctl(client),
     ),
 ];
 
@@ -162,7 +162,9 @@ fn hello(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     }
     if let Some(p) = proto {
         ctx.out.resp3 = p == 3;
-        ctx.shared.clients.set_resp(ctx.client.id, p as u8);
+        ctx.shared
+            .clients
+            .set_resp(ctx.client.id, if p == 3 { 3 } else { 2 });
     }
     let resp = if ctx.out.resp3 { 3 } else { 2 };
     let out = &mut *ctx.out;
@@ -174,7 +176,7 @@ fn hello(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     reply::bulk(out, b"proto");
     reply::int(out, resp);
     reply::bulk(out, b"id");
-    reply::int(out, ctx.client.id as i64);
+    reply::int(out, i64::try_from(ctx.client.id).unwrap_or(i64::MAX));
     reply::bulk(out, b"mode");
     reply::bulk(out, b"standalone");
     reply::bulk(out, b"role");
@@ -215,14 +217,14 @@ fn set_name(ctx: &mut Ctx<'_>, name: Vec<u8>) -> CmdResult<()> {
 fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     let sub = c.arg(1);
     if is(sub, "id") && c.len() == 2 {
-        reply::int(ctx.out, ctx.client.id as i64);
+        reply::int(ctx.out, i64::try_from(ctx.client.id).unwrap_or(i64::MAX));
     } else if is(sub, "setname") && c.len() == 3 {
         set_name(ctx, c.arg(2).to_vec())?;
         reply::ok(ctx.out);
     } else if is(sub, "getname") && c.len() == 2 {
         reply::opt_bulk(ctx.out, ctx.client.name.as_deref());
     } else if is(sub, "list") && c.len() == 2 {
-        let text = ctx.shared.clients.list(ctx.client.id);
+        let text = ctx.shared.clients.list();
         reply::bulk(ctx.out, text.as_bytes());
     } else if is(sub, "info") && c.len() == 2 {
         let text = ctx.shared.clients.info_line(ctx.client.id);
@@ -245,4 +247,105 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         return Err(unknown_subcommand(sub, "client"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::{Kit, Value};
+
+    #[test]
+    fn ping_echo_select_quit() {
+        let mut k = Kit::new();
+        k.expect(&["PING"], "+PONG\r\n");
+        k.expect(&["ping", "hi"], "$2\r\nhi\r\n");
+        k.expect(
+            &["PING", "a", "b"],
+            "-ERR wrong number of arguments for 'ping' command\r\n",
+        );
+        k.expect(&["ECHO", "x"], "$1\r\nx\r\n");
+        k.ok(&["SELECT", "0"]);
+        k.expect(&["SELECT", "1"], "-ERR DB index is out of range\r\n");
+        k.expect(
+            &["SELECT", "x"],
+            "-ERR value is not an integer or out of range\r\n",
+        );
+        assert!(!k.client.close_after_reply);
+        k.ok(&["QUIT"]);
+        assert!(k.client.close_after_reply);
+    }
+
+    #[test]
+    fn hello_and_resp3() {
+        let mut k = Kit::new();
+        k.expect(&["HELLO", "4"], "-NOPROTO unsupported protocol version\r\n");
+        k.expect(
+            &["HELLO", "x"],
+            "-ERR Protocol error: Protocol version is not an integer or out of range\r\n"
+                .replace("Protocol error: ", "")
+                .as_str(),
+        );
+        let v = k.value(&["HELLO", "3", "SETNAME", "me"]);
+        let Value::Arr(fields) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(fields[0], Value::Str("server".into()));
+        assert_eq!(fields[5], Value::Int(3));
+        assert!(k.out.resp3);
+        k.expect(&["CLIENT", "GETNAME"], "$2\r\nme\r\n");
+        k.expect(&["GET", "missing"], "_\r\n");
+        k.expect(&["HGETALL", "missing"], "%0\r\n");
+        k.expect(
+            &["HELLO", "2", "BOGUS"],
+            "-ERR Syntax error in HELLO option 'BOGUS'\r\n",
+        );
+        k.value(&["HELLO", "2"]);
+        assert!(!k.out.resp3);
+    }
+
+    #[test]
+    fn auth_and_noauth() {
+        let mut k = Kit::new();
+        k.expect(&["AUTH", "pw"], "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n");
+        k.ok(&["CONFIG", "SET", "requirepass", "secret"]);
+        k.client.authed = false;
+        k.expect(&["GET", "a"], "-NOAUTH Authentication required.\r\n");
+        k.expect(
+            &["AUTH", "wrong"],
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+        );
+        k.expect(
+            &["AUTH", "other", "secret"],
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+        );
+        k.ok(&["AUTH", "default", "secret"]);
+        k.expect(&["GET", "a"], "$-1\r\n");
+    }
+
+    #[test]
+    fn client_subcommands() {
+        let mut k = Kit::new();
+        k.shared
+            .clients
+            .add(1, "127.0.0.1:50000".into(), "127.0.0.1:6380".into());
+        k.expect(&["CLIENT", "ID"], ":1\r\n");
+        k.expect(&["CLIENT", "GETNAME"], "$-1\r\n");
+        k.expect(
+            &["CLIENT", "SETNAME", "a b"],
+            "-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+        );
+        k.ok(&["CLIENT", "SETNAME", "worker"]);
+        let list = k.strings(&["CLIENT", "LIST"]).join("\n");
+        assert!(
+            list.contains("id=1 addr=127.0.0.1:50000 laddr=127.0.0.1:6380 "),
+            "{list}"
+        );
+        assert!(list.contains(" name=worker "), "{list}");
+        let info = k.strings(&["CLIENT", "INFO"]).join("\n");
+        assert!(info.starts_with("id=1 "), "{info}");
+        k.ok(&["CLIENT", "SETINFO", "lib-name", "x"]);
+        k.expect(
+            &["CLIENT", "NOPE"],
+            "-ERR unknown subcommand 'NOPE'. Try CLIENT HELP.\r\n",
+        );
+    }
 }

@@ -2,17 +2,17 @@
 //! PEXPIREAT PERSIST`. Expiry is real: an absolute Unix-millisecond time in the key's
 //! metadata plus one entry in the expiry queue (`keyspace.rs`); an expired key reads as
 //! absent at once and is deleted by the sweeper (`Store::sweep_expired`) or by the
-//! next write to it.
+//! next write to it. All are data commands on one key.
 
-use super::{int_arg, is, spec, Ctx, Spec, KEY1, R, W};
+use super::{int_arg, is, spec, Run::Data, Spec, KEY1, R, W};
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::{now_ms, Meta};
+use crate::keyspace::Meta;
 use crate::resp::parse::Command;
-use crate::resp::reply;
-use crate::store::Txn;
+use crate::resp::reply::{self, Out};
+use crate::store::Tx;
 
 /// The expiry commands.
-pub static SPECS: &[Spec] = &[
+pub(crate) static SPECS: &[Spec] = &[
     spec(
         "ttl",
         2,
@@ -20,7 +20,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Remaining time to live in seconds.",
-        ttl,
+        Data(ttl),
     ),
     spec(
         "pttl",
@@ -29,7 +29,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Remaining time to live in milliseconds.",
-        pttl,
+        Data(pttl),
     ),
     spec(
         "expire",
@@ -38,7 +38,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Sets a time to live in seconds.",
-        expire,
+        Data(expire),
     ),
     spec(
         "pexpire",
@@ -47,7 +47,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Sets a time to live in milliseconds.",
-        pexpire,
+        Data(pexpire),
     ),
     spec(
         "expireat",
@@ -56,7 +56,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Sets an expiry as a Unix time.",
-        expireat,
+        Data(expireat),
     ),
     spec(
         "pexpireat",
@@ -65,7 +65,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Sets an expiry as Unix milliseconds.",
-        pexpireat,
+        Data(pexpireat),
     ),
     spec(
         "persist",
@@ -74,49 +74,52 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "generic",
         "Removes the expiry of a key.",
-        persist,
+        Data(persist),
     ),
 ];
 
-fn ttl_ms(ctx: &mut Ctx<'_>, key: &[u8]) -> CmdResult<i64> {
-    Ok(match ctx.shared.store.meta(key)? {
+/// Remaining ms, -1 without expiry, -2 for a missing key.
+fn ttl_ms(tx: &Tx<'_>, key: &[u8]) -> CmdResult<i64> {
+    Ok(match tx.meta(key)? {
         None => -2,
         Some(Meta {
             expire_at: None, ..
         }) => -1,
         Some(Meta {
             expire_at: Some(t), ..
-        }) => t.saturating_sub(now_ms()) as i64,
+        }) => i64::try_from(t.saturating_sub(tx.now())).unwrap_or(i64::MAX),
     })
 }
 
-fn ttl(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let t = ttl_ms(ctx, c.arg(1))?;
-    reply::int(ctx.out, if t < 0 { t } else { (t + 500) / 1000 });
+fn ttl(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let t = ttl_ms(tx, c.arg(1))?;
+    reply::int(out, if t < 0 { t } else { (t + 500) / 1000 });
     Ok(())
 }
 
-fn pttl(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let t = ttl_ms(ctx, c.arg(1))?;
-    reply::int(ctx.out, t);
+fn pttl(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let t = ttl_ms(tx, c.arg(1))?;
+    reply::int(out, t);
     Ok(())
 }
 
-/// EXPIRE and friends: `when` is the new absolute expiry (may be in the past).
+/// EXPIRE and friends: the new absolute expiry may be in the past (the key goes).
 fn expire_generic(
-    ctx: &mut Ctx<'_>,
+    tx: &mut Tx<'_>,
     c: &Command,
+    out: &mut Out,
     unit_ms: i64,
     absolute: bool,
     name: &str,
 ) -> CmdResult<()> {
     let n = int_arg(c.arg(2))?;
     let invalid = || CmdError::err(format!("invalid expire time in '{name}' command"));
+    let now = i64::try_from(tx.now()).map_err(|_| invalid())?;
     let ms = n.checked_mul(unit_ms).ok_or_else(invalid)?;
     let when = if absolute {
         ms
     } else {
-        (now_ms() as i64).checked_add(ms).ok_or_else(invalid)?
+        now.checked_add(ms).ok_or_else(invalid)?
     };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for a in c.args().skip(3) {
@@ -145,73 +148,130 @@ fn expire_generic(
             "GT and LT options at the same time are not compatible",
         ));
     }
-    let store = &ctx.shared.store;
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let Some(old) = store.begin(&mut txn, key)? else {
-        store.commit(txn)?;
-        reply::int(ctx.out, 0);
+    let Some(old) = tx.begin(key)? else {
+        reply::int(out, 0);
         return Ok(());
     };
-    let cur = old.expire_at.map(|t| t as i64);
+    let cur = old.expire_at.and_then(|t| i64::try_from(t).ok());
     let ok = match cur {
         None => !xx && !gt, // no TTL counts as infinite for GT/LT
         Some(t) => !nx && (!gt || when > t) && (!lt || when < t),
     };
     if !ok {
-        store.commit(txn)?;
-        reply::int(ctx.out, 0);
+        reply::int(out, 0);
         return Ok(());
     }
-    if when <= now_ms() as i64 {
-        store.remove(&mut txn, key, &old)?;
-    } else {
-        let new = Meta {
-            expire_at: Some(when as u64),
-            ..old.clone()
-        };
-        store.set_meta(&mut txn, key, Some(&old), &new);
+    match u64::try_from(when) {
+        Ok(at) if when > now => {
+            let new = Meta {
+                expire_at: Some(at),
+                ..old.clone()
+            };
+            tx.set_meta(key, Some(&old), &new);
+        }
+        _ => tx.remove(key, &old)?,
     }
-    store.commit(txn)?;
-    reply::int(ctx.out, 1);
+    reply::int(out, 1);
     Ok(())
 }
 
-fn expire(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    expire_generic(ctx, c, 1000, false, "expire")
+fn expire(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    expire_generic(tx, c, out, 1000, false, "expire")
 }
 
-fn pexpire(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    expire_generic(ctx, c, 1, false, "pexpire")
+fn pexpire(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    expire_generic(tx, c, out, 1, false, "pexpire")
 }
 
-fn expireat(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    expire_generic(ctx, c, 1000, true, "expireat")
+fn expireat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    expire_generic(tx, c, out, 1000, true, "expireat")
 }
 
-fn pexpireat(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    expire_generic(ctx, c, 1, true, "pexpireat")
+fn pexpireat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    expire_generic(tx, c, out, 1, true, "pexpireat")
 }
 
-fn persist(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let store = &ctx.shared.store;
+fn persist(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin(&mut txn, key)?;
+    let old = tx.begin(key)?;
     let n = match &old {
         Some(m) if m.expire_at.is_some() => {
             let new = Meta {
                 expire_at: None,
                 ..m.clone()
             };
-            store.set_meta(&mut txn, key, Some(m), &new);
+            tx.set_meta(key, Some(m), &new);
             1
         }
         _ => 0,
     };
-    store.commit(txn)?;
-    reply::int(ctx.out, n);
+    reply::int(out, n);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn ttl_lifecycle() {
+        let mut k = Kit::new();
+        k.expect(&["TTL", "k"], ":-2\r\n");
+        k.expect(&["EXPIRE", "k", "10"], ":0\r\n");
+        k.ok(&["SET", "k", "v"]);
+        k.expect(&["TTL", "k"], ":-1\r\n");
+        k.expect(&["EXPIRE", "k", "100"], ":1\r\n");
+        k.expect(&["TTL", "k"], ":100\r\n");
+        k.expect(&["EXPIRE", "k", "50", "GT"], ":0\r\n");
+        k.expect(&["EXPIRE", "k", "200", "GT"], ":1\r\n");
+        k.expect(&["EXPIRE", "k", "300", "LT"], ":0\r\n");
+        k.expect(&["EXPIRE", "k", "300", "NX"], ":0\r\n");
+        k.expect(&["EXPIRE", "k", "300", "XX"], ":1\r\n");
+        k.expect(
+            &["EXPIRE", "k", "1", "NX", "XX"],
+            "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+        );
+        k.expect(
+            &["EXPIRE", "k", "1", "GT", "LT"],
+            "-ERR GT and LT options at the same time are not compatible\r\n",
+        );
+        k.expect(
+            &["EXPIRE", "k", "1", "YY"],
+            "-ERR Unsupported option YY\r\n",
+        );
+        k.expect(&["PERSIST", "k"], ":1\r\n");
+        k.expect(&["PERSIST", "k"], ":0\r\n");
+        k.expect(&["PTTL", "k"], ":-1\r\n");
+        k.expect(&["PEXPIRE", "k", "100000"], ":1\r\n");
+        let pttl = k.int(&["PTTL", "k"]);
+        assert!((99_000..=100_000).contains(&pttl), "{pttl}");
+        k.expect(
+            &["EXPIRE", "k", "9223372036854775807"],
+            "-ERR invalid expire time in 'expire' command\r\n",
+        );
+        // An expiry in the past deletes the key.
+        k.expect(&["EXPIREAT", "k", "1"], ":1\r\n");
+        k.expect(&["EXISTS", "k"], ":0\r\n");
+        k.expect(&["DBSIZE"], ":0\r\n");
+    }
+
+    #[test]
+    fn expired_keys_vanish_and_are_swept() {
+        let mut k = Kit::new();
+        k.ok(&["SET", "k", "v", "PX", "1"]);
+        k.expect(&["HSET", "h", "f", "v"], ":1\r\n");
+        k.expect(&["PEXPIRE", "h", "1"], ":1\r\n");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        k.expect(&["GET", "k"], "$-1\r\n");
+        k.expect(&["HGETALL", "h"], "*0\r\n");
+        k.expect(&["EXISTS", "k", "h"], ":0\r\n");
+        assert_eq!(k.sweep(), 2);
+        k.expect(&["DBSIZE"], ":0\r\n");
+        // A write to an expired key starts from scratch.
+        k.ok(&["SET", "k", "v", "PX", "1"]);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        k.expect(&["APPEND", "k", "x"], ":1\r\n");
+        k.expect(&["TTL", "k"], ":-1\r\n");
+    }
 }

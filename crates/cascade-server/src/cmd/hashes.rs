@@ -2,18 +2,18 @@
 //! (`0x02 len key field`), plus a count in the key's metadata. `HGETALL` is one range
 //! scan; `HSET` of a new field costs one point read (is the field new?) and one
 //! atomic batch with the metadata. This is how go-ycsb and Java YCSB store records.
+//! All are data commands on one key.
 
-use std::collections::HashSet;
-
-use super::{int_arg, parse_i64, spec, Ctx, Spec, KEY1, R, W};
+use super::{int_arg, spec, Ctx, Run::Ctl, Run::Data, Spec, KEY1, R, W};
+use crate::cmd::args::len_i64;
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{sub_key, sub_prefix, Meta, Type, NS_HASH};
 use crate::resp::parse::Command;
-use crate::resp::reply;
-use crate::store::Txn;
+use crate::resp::reply::{self, Out};
+use crate::store::Tx;
 
 /// The hash commands.
-pub static SPECS: &[Spec] = &[
+pub(crate) static SPECS: &[Spec] = &[
     spec(
         "hset",
         -4,
@@ -21,7 +21,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Sets fields of a hash; returns how many were added.",
-        hset,
+        Data(hset),
     ),
     spec(
         "hmset",
@@ -30,7 +30,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Sets fields of a hash.",
-        hmset,
+        Data(hmset),
     ),
     spec(
         "hsetnx",
@@ -39,7 +39,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Sets a field only if it does not exist.",
-        hsetnx,
+        Data(hsetnx),
     ),
     spec(
         "hget",
@@ -48,7 +48,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Returns the value of a field.",
-        hget,
+        Data(hget),
     ),
     spec(
         "hmget",
@@ -57,7 +57,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Returns the values of several fields.",
-        hmget,
+        Data(hmget),
     ),
     spec(
         "hgetall",
@@ -66,9 +66,9 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Returns all fields and values.",
-        hgetall,
+        Data(hgetall),
     ),
-    spec("hdel", -3, W, KEY1, "hash", "Deletes fields.", hdel),
+    spec("hdel", -3, W, KEY1, "hash", "Deletes fields.", Data(hdel)),
     spec(
         "hexists",
         3,
@@ -76,7 +76,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Tells whether a field exists.",
-        hexists,
+        Data(hexists),
     ),
     spec(
         "hlen",
@@ -85,7 +85,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Returns the number of fields.",
-        hlen,
+        Data(hlen),
     ),
     spec(
         "hkeys",
@@ -94,9 +94,17 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Returns all field names.",
-        hkeys,
+        Data(hkeys),
     ),
-    spec("hvals", 2, R, KEY1, "hash", "Returns all values.", hvals),
+    spec(
+        "hvals",
+        2,
+        R,
+        KEY1,
+        "hash",
+        "Returns all values.",
+        Data(hvals),
+    ),
     spec(
         "hstrlen",
         3,
@@ -104,7 +112,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Returns the length of a field's value.",
-        hstrlen,
+        Data(hstrlen),
     ),
     spec(
         "hincrby",
@@ -113,49 +121,56 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "hash",
         "Increments an integer field.",
-        hincrby,
+        Data(hincrby),
+    ),
+    spec(
+        "hscan",
+        -3,
+        R,
+        KEY1,
+        "hash",
+        "Iterates fields and values.",
+        Ctl(hscan),
+    ),
+    spec(
+        "hincrbyfloat",
+        4,
+        W,
+        KEY1,
+        "hash",
+        "Increments a float field.",
+        Data(hincrbyfloat),
     ),
 ];
 
-/// Sets `pairs` (later duplicates win) in hash `key`; returns fields added. With
-/// `only_new`, existing fields are left alone.
+/// Sets `pairs` (in order: a repeated field's last value wins) in hash `key`; returns
+/// the fields added. With `only_new`, existing fields are left alone.
 fn set_fields(
-    ctx: &mut Ctx<'_>,
+    tx: &mut Tx<'_>,
     key: &[u8],
     pairs: &[(&[u8], &[u8])],
     only_new: bool,
-) -> CmdResult<i64> {
-    let store = &ctx.shared.store;
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin_typed(&mut txn, key, Type::Hash)?;
-    let mut seen = HashSet::new();
-    let mut added = 0i64;
-    for &(f, v) in pairs.iter().rev() {
-        if !seen.insert(f) {
-            continue;
-        }
+) -> CmdResult<u64> {
+    let old = tx.begin_typed(key, Type::Hash)?;
+    let mut added = 0u64;
+    for &(f, v) in pairs {
         let fk = sub_key(NS_HASH, key, f);
-        let exists = old.is_some() && store.db().get(&fk)?.is_some();
+        let exists = (old.is_some() || added > 0) && tx.contains(&fk)?;
         if exists && only_new {
             continue;
         }
-        added += i64::from(!exists);
-        txn.batch.put(fk, v.to_vec());
+        added += u64::from(!exists);
+        tx.put(fk, v.to_vec());
     }
-    if added > 0 || old.is_none() {
-        let count = old.as_ref().map_or(0, Meta::count) + added as u64;
+    if added > 0 {
+        let count = old.as_ref().map_or(0, Meta::count) + added;
         let expire_at = old.as_ref().and_then(|m| m.expire_at);
-        if count > 0 {
-            store.set_meta(
-                &mut txn,
-                key,
-                old.as_ref(),
-                &Meta::collection(Type::Hash, count, expire_at),
-            );
-        }
+        tx.set_meta(
+            key,
+            old.as_ref(),
+            &Meta::collection(Type::Hash, count, expire_at),
+        );
     }
-    store.commit(txn)?;
     Ok(added)
 }
 
@@ -169,168 +184,249 @@ fn pairs<'c>(c: &'c Command, name: &str) -> CmdResult<Vec<(&'c [u8], &'c [u8])>>
         .collect())
 }
 
-fn hset(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn hset(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let p = pairs(c, "hset")?;
-    let n = set_fields(ctx, c.arg(1), &p, false)?;
-    reply::int(ctx.out, n);
+    let n = set_fields(tx, c.arg(1), &p, false)?;
+    reply::int(out, i64::try_from(n).unwrap_or(i64::MAX));
     Ok(())
 }
 
-fn hmset(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn hmset(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let p = pairs(c, "hmset")?;
-    set_fields(ctx, c.arg(1), &p, false)?;
-    reply::ok(ctx.out);
+    set_fields(tx, c.arg(1), &p, false)?;
+    reply::ok(out);
     Ok(())
 }
 
-fn hsetnx(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let n = set_fields(ctx, c.arg(1), &[(c.arg(2), c.arg(3))], true)?;
-    reply::int(ctx.out, n);
+fn hsetnx(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let n = set_fields(tx, c.arg(1), &[(c.arg(2), c.arg(3))], true)?;
+    reply::int(out, i64::try_from(n).unwrap_or(i64::MAX));
     Ok(())
 }
 
-fn field(ctx: &Ctx<'_>, key: &[u8], f: &[u8]) -> CmdResult<Option<Vec<u8>>> {
-    Ok(ctx.shared.store.db().get(&sub_key(NS_HASH, key, f))?)
+/// The value of field `f` of the live hash `key` (`None` if either is missing).
+fn field(tx: &Tx<'_>, key: &[u8], f: &[u8]) -> CmdResult<Option<Vec<u8>>> {
+    match tx.typed(key, Type::Hash)? {
+        Some(_) => tx.get(&sub_key(NS_HASH, key, f)),
+        None => Ok(None),
+    }
 }
 
-fn hget(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let v = match ctx.shared.store.typed(c.arg(1), Type::Hash)? {
-        Some(_) => field(ctx, c.arg(1), c.arg(2))?,
-        None => None,
-    };
-    reply::opt_bulk(ctx.out, v.as_deref());
+fn hget(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let v = field(tx, c.arg(1), c.arg(2))?;
+    reply::opt_bulk(out, v.as_deref());
     Ok(())
 }
 
-fn hmget(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let live = ctx.shared.store.typed(c.arg(1), Type::Hash)?.is_some();
+fn hmget(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let key = c.arg(1);
+    let live = tx.typed(key, Type::Hash)?.is_some();
     let mut vals = Vec::with_capacity(c.len() - 2);
     for f in c.args().skip(2) {
-        vals.push(if live { field(ctx, c.arg(1), f)? } else { None });
+        vals.push(if live {
+            tx.get(&sub_key(NS_HASH, key, f))?
+        } else {
+            None
+        });
     }
-    reply::array_header(ctx.out, vals.len());
+    reply::array_header(out, vals.len());
     for v in vals {
-        reply::opt_bulk(ctx.out, v.as_deref());
+        reply::opt_bulk(out, v.as_deref());
     }
     Ok(())
 }
 
-/// All (field, value) pairs of a live hash.
-fn all(ctx: &Ctx<'_>, key: &[u8]) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
-    if ctx.shared.store.typed(key, Type::Hash)?.is_none() {
+/// All (field, value) pairs of a live hash, in field order.
+pub(crate) fn all(tx: &Tx<'_>, key: &[u8]) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    if tx.typed(key, Type::Hash)?.is_none() {
         return Ok(Vec::new());
     }
     let prefix = sub_prefix(NS_HASH, key);
-    let mut kvs = ctx.shared.store.prefix_scan(&prefix, usize::MAX)?;
+    let mut kvs = tx.prefix_scan(&prefix, usize::MAX)?;
     for (k, _) in &mut kvs {
         k.drain(..prefix.len());
     }
     Ok(kvs)
 }
 
-fn hgetall(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let kvs = all(ctx, c.arg(1))?;
-    reply::map_header(ctx.out, kvs.len());
+fn hgetall(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let kvs = all(tx, c.arg(1))?;
+    reply::map_header(out, kvs.len());
     for (f, v) in &kvs {
-        reply::bulk(ctx.out, f);
-        reply::bulk(ctx.out, v);
+        reply::bulk(out, f);
+        reply::bulk(out, v);
     }
     Ok(())
 }
 
-fn hkeys(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let kvs = all(ctx, c.arg(1))?;
-    reply::bulk_array(ctx.out, kvs.iter().map(|(f, _)| &f[..]));
+fn hkeys(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let kvs = all(tx, c.arg(1))?;
+    reply::bulk_array(out, kvs.iter().map(|(f, _)| &f[..]));
     Ok(())
 }
 
-fn hvals(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let kvs = all(ctx, c.arg(1))?;
-    reply::bulk_array(ctx.out, kvs.iter().map(|(_, v)| &v[..]));
+fn hvals(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let kvs = all(tx, c.arg(1))?;
+    reply::bulk_array(out, kvs.iter().map(|(_, v)| &v[..]));
     Ok(())
 }
 
-fn hdel(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let store = &ctx.shared.store;
+fn hdel(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let Some(old) = store.begin_typed(&mut txn, key, Type::Hash)? else {
-        store.commit(txn)?;
-        reply::int(ctx.out, 0);
+    let Some(old) = tx.begin_typed(key, Type::Hash)? else {
+        reply::int(out, 0);
         return Ok(());
     };
-    let mut seen = HashSet::new();
     let mut removed = 0u64;
     for f in c.args().skip(2) {
-        if !seen.insert(f) {
-            continue;
-        }
         let fk = sub_key(NS_HASH, key, f);
-        if store.db().get(&fk)?.is_some() {
-            txn.batch.delete(fk);
+        if tx.contains(&fk)? {
+            tx.delete(fk);
             removed += 1;
         }
     }
-    store.shrink(&mut txn, key, &old, removed)?;
-    store.commit(txn)?;
-    reply::int(ctx.out, removed as i64);
+    tx.shrink(key, &old, removed)?;
+    reply::int(out, i64::try_from(removed).unwrap_or(i64::MAX));
     Ok(())
 }
 
-fn hexists(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let live = ctx.shared.store.typed(c.arg(1), Type::Hash)?.is_some();
-    let e = live && field(ctx, c.arg(1), c.arg(2))?.is_some();
-    reply::int(ctx.out, i64::from(e));
+fn hexists(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let e = field(tx, c.arg(1), c.arg(2))?.is_some();
+    reply::int(out, i64::from(e));
     Ok(())
 }
 
-fn hlen(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let m = ctx.shared.store.typed(c.arg(1), Type::Hash)?;
-    reply::int(ctx.out, m.map_or(0, |m| m.count() as i64));
+fn hlen(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let m = tx.typed(c.arg(1), Type::Hash)?;
+    reply::int(
+        out,
+        m.map_or(0, |m| i64::try_from(m.count()).unwrap_or(i64::MAX)),
+    );
     Ok(())
 }
 
-fn hstrlen(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let live = ctx.shared.store.typed(c.arg(1), Type::Hash)?.is_some();
-    let n = if live {
-        field(ctx, c.arg(1), c.arg(2))?.map_or(0, |v| v.len())
-    } else {
-        0
-    };
-    reply::int(ctx.out, n as i64);
+fn hstrlen(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let n = field(tx, c.arg(1), c.arg(2))?.map_or(0, |v| v.len());
+    reply::int(out, len_i64(n));
     Ok(())
 }
 
-fn hincrby(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn hincrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let by = int_arg(c.arg(3))?;
-    let store = &ctx.shared.store;
     let (key, f) = (c.arg(1), c.arg(2));
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin_typed(&mut txn, key, Type::Hash)?;
+    let old = tx.begin_typed(key, Type::Hash)?;
     let fk = sub_key(NS_HASH, key, f);
     let cur = match &old {
-        Some(_) => store.db().get(&fk)?,
+        Some(_) => tx.get(&fk)?,
         None => None,
     };
     let n = match &cur {
-        Some(v) => parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?,
+        Some(v) => {
+            super::parse_i64(v).ok_or_else(|| CmdError::err("hash value is not an integer"))?
+        }
         None => 0,
     };
     let new = n.checked_add(by).ok_or(CmdError::Overflow)?;
-    txn.batch.put(fk, new.to_string().into_bytes());
+    tx.put(fk, new.to_string().into_bytes());
     if cur.is_none() {
         let count = old.as_ref().map_or(0, Meta::count) + 1;
         let exp = old.as_ref().and_then(|m| m.expire_at);
-        store.set_meta(
-            &mut txn,
-            key,
-            old.as_ref(),
-            &Meta::collection(Type::Hash, count, exp),
-        );
+        tx.set_meta(key, old.as_ref(), &Meta::collection(Type::Hash, count, exp));
     }
-    store.commit(txn)?;
-    reply::int(ctx.out, new);
+    reply::int(out, new);
     Ok(())
+}
+
+fn hincrbyfloat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let by = crate::cmd::args::parse_f64(c.arg(3)).ok_or(CmdError::NotFloat)?;
+    let (key, f) = (c.arg(1), c.arg(2));
+    let old = tx.begin_typed(key, Type::Hash)?;
+    let fk = sub_key(NS_HASH, key, f);
+    let cur = match &old {
+        Some(_) => tx.get(&fk)?,
+        None => None,
+    };
+    let n = match &cur {
+        Some(v) => crate::cmd::args::parse_f64(v)
+            .ok_or_else(|| CmdError::err("hash value is not a float"))?,
+        None => 0.0,
+    };
+    let new = n + by;
+    if !new.is_finite() {
+        return Err(CmdError::err("increment would produce NaN or Infinity"));
+    }
+    let text = crate::cmd::strings2::float_text(new);
+    tx.put(fk, text.clone().into_bytes());
+    if cur.is_none() {
+        let count = old.as_ref().map_or(0, Meta::count) + 1;
+        let exp = old.as_ref().and_then(|m| m.expire_at);
+        tx.set_meta(key, old.as_ref(), &Meta::collection(Type::Hash, count, exp));
+    }
+    reply::bulk(out, text.as_bytes());
+    Ok(())
+}
+
+fn hscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    super::scan::collection(ctx, c, Type::Hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn fields() {
+        let mut k = Kit::new();
+        k.expect(&["HSET", "h", "a", "1", "b", "2", "a", "3"], ":2\r\n");
+        k.expect(&["HLEN", "h"], ":2\r\n");
+        k.expect(&["HGET", "h", "a"], "$1\r\n3\r\n");
+        k.expect(&["HGET", "h", "z"], "$-1\r\n");
+        k.expect(
+            &["HMGET", "h", "a", "z", "b"],
+            "*3\r\n$1\r\n3\r\n$-1\r\n$1\r\n2\r\n",
+        );
+        k.expect(
+            &["HGETALL", "h"],
+            "*4\r\n$1\r\na\r\n$1\r\n3\r\n$1\r\nb\r\n$1\r\n2\r\n",
+        );
+        k.expect(&["HKEYS", "h"], "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+        k.expect(&["HVALS", "h"], "*2\r\n$1\r\n3\r\n$1\r\n2\r\n");
+        k.expect(&["HEXISTS", "h", "a"], ":1\r\n");
+        k.expect(&["HEXISTS", "h", "z"], ":0\r\n");
+        k.expect(&["HSTRLEN", "h", "a"], ":1\r\n");
+        k.expect(&["HSETNX", "h", "a", "x"], ":0\r\n");
+        k.expect(&["HSETNX", "h", "c", "x"], ":1\r\n");
+        k.ok(&["HMSET", "h", "d", "4"]);
+        k.expect(
+            &["HSET", "h", "a"],
+            "-ERR wrong number of arguments for 'hset' command\r\n",
+        );
+        k.expect(&["HDEL", "h", "a", "a", "zz"], ":1\r\n");
+        k.expect(&["HLEN", "h"], ":3\r\n");
+        k.expect(&["HDEL", "h", "b", "c", "d"], ":3\r\n");
+        k.expect(&["EXISTS", "h"], ":0\r\n");
+        k.expect(&["HDEL", "h", "b"], ":0\r\n");
+    }
+
+    #[test]
+    fn hincrby() {
+        let mut k = Kit::new();
+        k.expect(&["HINCRBY", "h", "n", "5"], ":5\r\n");
+        k.expect(&["HINCRBY", "h", "n", "-7"], ":-2\r\n");
+        k.expect(&["HSET", "h", "s", "x"], ":1\r\n");
+        k.expect(
+            &["HINCRBY", "h", "s", "1"],
+            "-ERR hash value is not an integer\r\n",
+        );
+        k.expect(
+            &["HINCRBY", "h", "n", "x"],
+            "-ERR value is not an integer or out of range\r\n",
+        );
+        k.expect(&["HSET", "h", "m", "9223372036854775807"], ":1\r\n");
+        k.expect(
+            &["HINCRBY", "h", "m", "1"],
+            "-ERR increment or decrement would overflow\r\n",
+        );
+        k.expect(&["HLEN", "h"], ":3\r\n");
+    }
 }

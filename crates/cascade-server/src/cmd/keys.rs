@@ -1,133 +1,71 @@
 //! Keyspace commands: `DEL UNLINK EXISTS TYPE DBSIZE KEYS SCAN FLUSHDB FLUSHALL` and
 //! the native ordered range `CASCADE.RANGE`.
 //!
-//! `SCAN` walks keys in key order (a range scan of namespace 1). Redis cursors are
-//! integers, so the server keeps a table from cursor numbers to the last key returned;
-//! a cursor is valid until 100 000 newer cursors or 64 MiB of newer cursor keys
-//! displace it, or the server restarts (then `SCAN` answers `ERR invalid cursor`).
+//! `SCAN` walks keys in key order (a range scan of namespace 1); its cursor numbers
+//! map to the last key returned (`cursors.rs`), so it is the one control command here.
 //! Every key that exists for the whole scan is returned exactly once.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Bound;
 
-use parking_lot::Mutex;
-
-use super::{int_arg, is, spec, Ctx, Spec, KEY1, R, W};
+use super::{int_arg, is, spec, Ctx, Keys, Run::Ctl, Run::Data, Spec, ALLKEYS, KEY1, R, W};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
-use crate::keyspace::{meta_key, now_ms, prefix_end, Meta, NS_META};
+use crate::keyspace::{meta_key, prefix_end, Meta, Type, NS_META};
 use crate::resp::parse::Command;
-use crate::resp::reply;
-use crate::store::Txn;
+use crate::resp::reply::{self, Out};
+use crate::store::Tx;
 
 /// The keyspace commands.
-pub static SPECS: &[Spec] = &[
-    spec("del", -2, W, (1, -1, 1), "generic", "Deletes keys.", del),
-    spec("unlink", -2, W, (1, -1, 1), "generic", "Deletes keys.", del),
-    spec("exists", -2, R, (1, -1, 1), "generic", "Counts existing keys.", exists),
-    spec("type", 2, R, KEY1, "generic", "Returns the type of a key.", type_),
-    spec("dbsize", 1, R, (0, 0, 0), "server", "Returns the number of keys.", dbsize),
-    spec("keys", 2, R, (0, 0, 0), "generic", "Returns keys matching a pattern.", keys),
-    spec("scan", -2, R, (0, 0, 0), "generic", "Iterates keys in key order.", scan),
-    spec("flushdb", -1, W, (0, 0, 0), "server", "Deletes every key.", flushdb),
-    spec("flushall", -1, W, (0, 0, 0), "server", "Deletes every key.", flushdb),
+pub(crate) static SPECS: &[Spec] = &[
+    spec("del", -2, W, ALLKEYS, "generic", "Deletes keys.", Data(del)),
+    spec("unlink", -2, W, ALLKEYS, "generic", "Deletes keys.", Data(del)),
+    spec("exists", -2, R, ALLKEYS, "generic", "Counts existing keys.", Data(exists)),
+    spec("type", 2, R, KEY1, "generic", "Returns the type of a key.", Data(type_)),
+    spec("dbsize", 1, R, Keys::None, "server", "Returns the number of keys.", Data(dbsize)),
+    spec("keys", 2, R, Keys::None, "generic", "Returns keys matching a pattern.", Data(keys)),
+    spec("scan", -2, R, Keys::None, "generic", "Iterates keys in key order.", Ctl(scan)),
+    spec("flushdb", -1, W, Keys::All, "server", "Deletes every key.", Data(flushdb)),
+    spec("flushall", -1, W, Keys::All, "server", "Deletes every key.", Data(flushdb)),
     spec(
         "cascade.range",
         -3,
         R,
-        (1, 2, 1),
+        Keys::None,
         "cascade",
         "CASCADE.RANGE start end [LIMIT n]: string keys in [start, end) with values, in key order; '-' and '+' are unbounded.",
-        cascade_range,
+        Data(cascade_range),
     ),
 ];
 
-const MAX_CURSORS: usize = 100_000;
-const MAX_CURSOR_BYTES: usize = 64 << 20;
-
-/// SCAN cursors: number → the last key returned.
-#[derive(Debug, Default)]
-pub struct Cursors {
-    inner: Mutex<CursorInner>,
-}
-
-#[derive(Debug, Default)]
-struct CursorInner {
-    next: u64,
-    map: HashMap<u64, Vec<u8>>,
-    order: VecDeque<u64>,
-    bytes: usize,
-}
-
-impl Cursors {
-    /// A table whose cursor numbers start at a value derived from `seed`, so cursors
-    /// of a previous server run are (almost certainly) not valid in this one.
-    pub fn new(seed: u64) -> Cursors {
-        let c = Cursors::default();
-        c.inner.lock().next = (seed % (1 << 40)).max(1) << 16;
-        c
-    }
-
-    fn put(&self, key: Vec<u8>) -> u64 {
-        let mut g = self.inner.lock();
-        g.next += 1;
-        let id = g.next;
-        g.bytes += key.len();
-        g.map.insert(id, key);
-        g.order.push_back(id);
-        while g.order.len() > MAX_CURSORS || g.bytes > MAX_CURSOR_BYTES {
-            let Some(old) = g.order.pop_front() else {
-                break;
-            };
-            if let Some(k) = g.map.remove(&old) {
-                g.bytes -= k.len();
-            }
-        }
-        id
-    }
-
-    fn get(&self, id: u64) -> Option<Vec<u8>> {
-        self.inner.lock().map.get(&id).cloned()
-    }
-}
-
-fn del(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let keys: Vec<&[u8]> = {
-        let mut seen = HashSet::new();
-        c.args().skip(1).filter(|k| seen.insert(*k)).collect()
-    };
-    let store = &ctx.shared.store;
-    let _g = store.lock_many(keys.iter().copied());
-    let mut txn = Txn::default();
+fn del(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let mut n = 0;
-    for k in keys {
-        if let Some(m) = store.begin(&mut txn, k)? {
-            store.remove(&mut txn, k, &m)?;
+    for k in c.args().skip(1) {
+        if let Some(m) = tx.begin(k)? {
+            tx.remove(k, &m)?;
             n += 1;
         }
     }
-    store.commit(txn)?;
-    reply::int(ctx.out, n);
+    reply::int(out, n);
     Ok(())
 }
 
-fn exists(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn exists(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let mut n = 0;
     for k in c.args().skip(1) {
-        n += i64::from(ctx.shared.store.meta(k)?.is_some());
+        n += i64::from(tx.meta(k)?.is_some());
     }
-    reply::int(ctx.out, n);
+    reply::int(out, n);
     Ok(())
 }
 
-fn type_(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let m = ctx.shared.store.meta(c.arg(1))?;
-    reply::simple(ctx.out, m.map_or("none", |m| m.ty.name()));
+fn type_(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let m = tx.meta(c.arg(1))?;
+    reply::simple(out, m.map_or("none", |m| m.ty.name()));
     Ok(())
 }
 
-fn dbsize(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
-    reply::int(ctx.out, ctx.shared.store.key_count());
+fn dbsize(tx: &mut Tx<'_>, _c: &Command, out: &mut Out) -> CmdResult<()> {
+    reply::int(out, tx.key_count());
     Ok(())
 }
 
@@ -135,7 +73,7 @@ fn dbsize(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
 /// `prefix`), keys starting with `prefix` only, examining at most `budget` entries.
 /// Returns the last examined key if more keys follow.
 fn walk(
-    ctx: &Ctx<'_>,
+    tx: &Tx<'_>,
     prefix: &[u8],
     from: Option<&[u8]>,
     budget: usize,
@@ -146,15 +84,14 @@ fn walk(
         None => Bound::Included(meta_key(prefix)),
     };
     let hi = Bound::Excluded(prefix_end(&meta_key(prefix)).unwrap_or_else(|| vec![NS_META + 1]));
-    let now = now_ms();
     let mut last: Option<Vec<u8>> = None;
-    for (examined, kv) in ctx.shared.store.db().iter_bounds(lo, hi)?.enumerate() {
+    for (examined, kv) in tx.range(lo, hi)?.enumerate() {
         let (k, v) = kv?;
         if examined == budget {
             return Ok(last);
         }
         let m = Meta::decode(&v)?;
-        if !m.expired(now) {
+        if !m.expired(tx.now()) {
             f(&k[1..], &m);
         }
         last = Some(k[1..].to_vec());
@@ -162,16 +99,16 @@ fn walk(
     Ok(None)
 }
 
-fn keys(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn keys(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let pat = c.arg(1);
     let prefix = glob::literal_prefix(pat);
-    let mut out: Vec<Vec<u8>> = Vec::new();
-    walk(ctx, &prefix, None, usize::MAX, |k, _| {
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    walk(tx, &prefix, None, usize::MAX, |k, _| {
         if glob::matches(pat, k, false) {
-            out.push(k.to_vec());
+            found.push(k.to_vec());
         }
     })?;
-    reply::bulk_array(ctx.out, out.iter().map(|k| &k[..]));
+    reply::bulk_array(out, found.iter().map(|k| &k[..]));
     Ok(())
 }
 
@@ -190,11 +127,10 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         if is(a, "match") {
             pat = Some(v);
         } else if is(a, "count") {
-            let n = int_arg(v)?;
-            if n < 1 {
-                return Err(CmdError::Syntax);
-            }
-            count = n as usize;
+            count = usize::try_from(int_arg(v)?)
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or(CmdError::Syntax)?;
         } else if is(a, "type") {
             ty = Some(v);
         } else {
@@ -207,14 +143,16 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     } else {
         Some(
             ctx.shared
-                .cursors
+                .store
+                .cursors()
                 .get(cursor)
                 .ok_or_else(|| CmdError::err("invalid cursor"))?,
         )
     };
     let prefix = pat.map(glob::literal_prefix).unwrap_or_default();
     let mut found: Vec<Vec<u8>> = Vec::new();
-    let last = walk(ctx, &prefix, from.as_deref(), count, |k, m| {
+    let tx = Tx::new(&ctx.shared.store);
+    let last = walk(&tx, &prefix, from.as_deref(), count, |k, m| {
         let type_ok = ty.is_none_or(|t| t.eq_ignore_ascii_case(m.ty.name().as_bytes()));
         let pat_ok = pat.is_none_or(|p| glob::matches(p, k, false));
         if type_ok && pat_ok {
@@ -222,7 +160,7 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         }
     })?;
     let next = match last {
-        Some(k) => ctx.shared.cursors.put(k),
+        Some(k) => ctx.shared.store.cursors().put(k),
         None => 0,
     };
     reply::array_header(ctx.out, 2);
@@ -231,42 +169,39 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     Ok(())
 }
 
-fn flushdb(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn flushdb(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     if c.len() > 2 || (c.len() == 2 && !is(c.arg(1), "async") && !is(c.arg(1), "sync")) {
         return Err(CmdError::Syntax);
     }
-    ctx.shared.store.flush_all()?;
-    reply::ok(ctx.out);
+    // The dispatcher holds every stripe lock; the commit deletes everything.
+    tx.flush();
+    reply::ok(out);
     Ok(())
 }
 
-fn cascade_range(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn cascade_range(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let mut limit = usize::MAX;
     match c.len() {
         3 => {}
         5 if is(c.arg(3), "limit") => {
-            let n = int_arg(c.arg(4))?;
-            if n < 0 {
-                return Err(CmdError::err("LIMIT must not be negative"));
-            }
-            limit = n as usize;
+            limit = usize::try_from(int_arg(c.arg(4))?)
+                .map_err(|_| CmdError::err("LIMIT must not be negative"))?;
         }
         _ => return Err(CmdError::Syntax),
     }
-    let (s, e) = (c.arg(1), c.arg(2));
-    let lo = Bound::Included(meta_key(if s == b"-" { b"" } else { s }));
-    let hi = Bound::Excluded(if e == b"+" {
+    let (start, end) = (c.arg(1), c.arg(2));
+    let lo = Bound::Included(meta_key(if start == b"-" { b"" } else { start }));
+    let hi = Bound::Excluded(if end == b"+" {
         vec![NS_META + 1]
     } else {
-        meta_key(e)
+        meta_key(end)
     });
-    let now = now_ms();
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     if limit > 0 {
-        for kv in ctx.shared.store.db().iter_bounds(lo, hi)? {
+        for kv in tx.range(lo, hi)? {
             let (k, v) = kv?;
             let m = Meta::decode(&v)?;
-            if m.ty == crate::keyspace::Type::String && !m.expired(now) {
+            if m.ty == Type::String && !m.expired(tx.now()) {
                 pairs.push((k[1..].to_vec(), m.payload));
                 if pairs.len() == limit {
                     break;
@@ -274,10 +209,79 @@ fn cascade_range(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             }
         }
     }
-    reply::array_header(ctx.out, pairs.len() * 2);
+    reply::array_header(out, pairs.len() * 2);
     for (k, v) in &pairs {
-        reply::bulk(ctx.out, k);
-        reply::bulk(ctx.out, v);
+        reply::bulk(out, k);
+        reply::bulk(out, v);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn del_exists_type_dbsize() {
+        let mut k = Kit::new();
+        k.ok(&["MSET", "a", "1", "b", "2"]);
+        k.expect(&["HSET", "h", "f", "v"], ":1\r\n");
+        k.expect(&["ZADD", "z", "1", "m"], ":1\r\n");
+        k.expect(&["DBSIZE"], ":4\r\n");
+        k.expect(&["EXISTS", "a", "a", "x"], ":2\r\n");
+        k.expect(&["TYPE", "a"], "+string\r\n");
+        k.expect(&["TYPE", "h"], "+hash\r\n");
+        k.expect(&["TYPE", "z"], "+zset\r\n");
+        k.expect(&["TYPE", "x"], "+none\r\n");
+        k.expect(&["DEL", "a", "a", "h", "x"], ":2\r\n");
+        k.expect(&["UNLINK", "z"], ":1\r\n");
+        k.expect(&["DBSIZE"], ":1\r\n");
+        k.expect(&["HGETALL", "h"], "*0\r\n");
+        k.ok(&["FLUSHDB"]);
+        k.expect(&["DBSIZE"], ":0\r\n");
+        k.expect(&["FLUSHALL", "bad"], "-ERR syntax error\r\n");
+    }
+
+    #[test]
+    fn keys_scan_and_range() {
+        let mut k = Kit::new();
+        for i in 0..25 {
+            k.ok(&["SET", &format!("user:{i:02}"), "v"]);
+        }
+        k.ok(&["SET", "other", "x"]);
+        k.expect(&["HSET", "user:h", "f", "v"], ":1\r\n");
+        let keys = k.strings(&["KEYS", "user:1*"]);
+        assert_eq!(keys.len(), 10);
+        assert_eq!(keys[0], "user:10");
+        // SCAN visits every key once, in key order.
+        let mut seen = Vec::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let (next, keys) = k.scan(&["SCAN", &cursor, "MATCH", "user:*", "COUNT", "7"]);
+            seen.extend(keys);
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        assert_eq!(seen.len(), 26);
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        let (_, hashes) = k.scan(&["SCAN", "0", "TYPE", "hash", "COUNT", "100"]);
+        assert_eq!(hashes, vec!["user:h".to_string()]);
+        k.expect(&["SCAN", "12345"], "-ERR invalid cursor\r\n");
+        k.expect(&["SCAN", "0", "COUNT", "0"], "-ERR syntax error\r\n");
+        k.expect(&["SCAN", "0", "COUNT"], "-ERR syntax error\r\n");
+        k.expect(
+            &["CASCADE.RANGE", "user:00", "user:02"],
+            "*4\r\n$7\r\nuser:00\r\n$1\r\nv\r\n$7\r\nuser:01\r\n$1\r\nv\r\n",
+        );
+        k.expect(
+            &["CASCADE.RANGE", "-", "+", "LIMIT", "1"],
+            "*2\r\n$5\r\nother\r\n$1\r\nx\r\n",
+        );
+        k.expect(
+            &["CASCADE.RANGE", "-", "+", "LIMIT", "-1"],
+            "-ERR LIMIT must not be negative\r\n",
+        );
+    }
 }

@@ -1,74 +1,225 @@
 //! The command table and dispatch.
 //!
 //! Each command is a [`Spec`]: its name, Redis arity (positive = exact argument count
-//! including the name, negative = at least that many), key positions (for `COMMAND`)
-//! and a handler. [`dispatch`] checks authentication and arity with Redis's exact
-//! error texts, runs the handler, and turns a [`CmdError`] into an error reply. A
-//! handler either writes one complete reply into `ctx.out` and returns `Ok`, or writes
-//! nothing and returns `Err`.
+//! including the name, negative = at least that many), its keys and a handler. There
+//! are two kinds of handler, and each gets only what it uses (as in mini-redis):
 //!
-//! Handlers run on worker threads; everything they share lives in [`Shared`].
+//! - [`Run::Data`] commands touch only the keyspace. They get a [`Tx`] (reads and
+//!   pending writes over the store), the arguments and the reply buffer. [`dispatch`]
+//!   takes the stripe locks of the keys the spec names, runs the handler and commits
+//!   its writes as one atomic engine batch.
+//! - [`Run::Ctl`] commands need the server or the connection (`CLIENT`, `CONFIG`,
+//!   `INFO`, `SCAN`'s cursor table, `AUTH`, ...). They get a [`Ctx`].
+//!
+//! [`dispatch`] checks authentication and arity with Redis's exact error texts and
+//! turns a [`CmdError`] into an error reply. A handler either writes one complete
+//! reply into `out` and returns `Ok`, or writes nothing and returns `Err`.
+//!
+//! Handlers run on worker threads; the table is immutable and shared.
 
-pub mod admin;
-pub mod conn;
-pub mod expire;
-pub mod hashes;
-pub mod keys;
-pub mod strings;
-pub mod zsets;
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every handler has the table's signature, even one that cannot fail"
+)]
+pub(crate) mod admin;
+pub(crate) mod args;
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every handler has the table's signature, even one that cannot fail"
+)]
+pub(crate) mod conn;
+pub(crate) mod expire;
+pub(crate) mod generic;
+pub(crate) mod hashes;
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every handler has the table's signature, even one that cannot fail"
+)]
+pub(crate) mod keys;
+pub(crate) mod lists;
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every handler has the table's signature, even one that cannot fail"
+)]
+pub(crate) mod multi;
+pub(crate) mod scan;
+pub(crate) mod sets;
+pub(crate) mod strings;
+pub(crate) mod strings2;
+pub(crate) mod unsupported;
+pub(crate) mod zsets;
+
+#[cfg(test)]
+pub(crate) mod testkit;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::error::{CmdError, CmdResult};
 use crate::resp::parse::Command;
 use crate::resp::reply::{self, Out};
-use crate::server::Shared;
+use crate::shared::Shared;
+use crate::store::{Store, Tx};
+
+pub(crate) use args::{float_arg, int_arg, is, parse_i64};
 
 /// Per-connection state that commands read and change.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     /// Unique id (`CLIENT ID`).
-    pub id: u64,
+    pub(crate) id: u64,
     /// Peer address.
-    pub addr: String,
+    pub(crate) addr: String,
     /// `CLIENT SETNAME`.
-    pub name: Option<Vec<u8>>,
+    pub(crate) name: Option<Vec<u8>>,
     /// Authenticated (always true without `--requirepass`).
-    pub authed: bool,
+    pub(crate) authed: bool,
     /// Close after the pending replies are written (`QUIT`, protocol error).
-    pub close_after_reply: bool,
+    pub(crate) close_after_reply: bool,
+    /// Commands queued since MULTI (`None` outside a transaction).
+    pub(crate) multi: Option<Vec<Command>>,
+    /// A command failed to queue: EXEC answers EXECABORT.
+    pub(crate) multi_failed: bool,
+    /// Watched keys, each with whether it was live at WATCH time.
+    pub(crate) watched: Vec<(Vec<u8>, bool)>,
+    /// Set when a watched key changes (`notify.rs`).
+    pub(crate) dirty: Arc<AtomicBool>,
 }
 
-/// What a handler works with.
-pub struct Ctx<'a> {
+impl Client {
+    /// A new connection's state.
+    pub(crate) fn new(id: u64, addr: String, authed: bool) -> Client {
+        Client {
+            id,
+            addr,
+            name: None,
+            authed,
+            close_after_reply: false,
+            multi: None,
+            multi_failed: false,
+            watched: Vec::new(),
+            dirty: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Forgets every watched key.
+    pub(crate) fn unwatch(&mut self, store: &Store) {
+        if !self.watched.is_empty() {
+            let keys: Vec<Vec<u8>> = self.watched.drain(..).map(|(k, _)| k).collect();
+            store.notify().unwatch(self.id, &keys);
+        }
+        self.dirty.store(false, Ordering::Release);
+    }
+}
+
+/// What a [`Run::Ctl`] handler works with.
+pub(crate) struct Ctx<'a> {
     /// Server-wide state.
-    pub shared: &'a Shared,
+    pub(crate) shared: &'a Shared,
+    /// The command table (`COMMAND`).
+    pub(crate) commands: &'a Commands,
     /// This connection.
-    pub client: &'a mut Client,
+    pub(crate) client: &'a mut Client,
     /// Reply buffer.
-    pub out: &'a mut Out,
+    pub(crate) out: &'a mut Out,
 }
 
-/// A handler.
-pub type Handler = fn(&mut Ctx<'_>, &Command) -> CmdResult<()>;
+/// A handler that touches only the keyspace.
+pub(crate) type DataFn = fn(&mut Tx<'_>, &Command, &mut Out) -> CmdResult<()>;
+/// A handler that needs the server or the connection.
+pub(crate) type CtlFn = fn(&mut Ctx<'_>, &Command) -> CmdResult<()>;
+
+/// A command's handler.
+#[derive(Clone, Copy)]
+pub(crate) enum Run {
+    /// Keyspace only (see the module docs).
+    Data(DataFn),
+    /// Server or connection state.
+    Ctl(CtlFn),
+}
+
+/// Which arguments are keys (locked before a data command runs; shown by `COMMAND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// No keys.
+    None,
+    /// First key, last key (negative: from the end, -1 = the last argument), step.
+    Range(i32, i32, i32),
+    /// Every key (FLUSHDB): all stripes are locked.
+    All,
+    /// A key count at argument `at`, that many keys after it; with `dest`, argument 1
+    /// is a key too (ZUNIONSTORE dest numkeys key ...).
+    Num {
+        /// Position of numkeys.
+        at: usize,
+        /// Argument 1 is a destination key.
+        dest: bool,
+    },
+}
+
+impl Keys {
+    /// `COMMAND INFO`'s first, last, step.
+    pub(crate) fn triple(self) -> (i32, i32, i32) {
+        match self {
+            Keys::Range(a, b, c) => (a, b, c),
+            Keys::Num { dest: true, .. } => (1, 1, 1),
+            Keys::None | Keys::All | Keys::Num { .. } => (0, 0, 0),
+        }
+    }
+
+    /// The key arguments of `c`.
+    pub(crate) fn of(self, c: &Command) -> Vec<&[u8]> {
+        let (first, last, step) = match self {
+            Keys::Range(a, b, c) => (a, b, c),
+            Keys::Num { at, dest } => {
+                let n = args::parse_i64(c.arg(at)).unwrap_or(0);
+                let n = usize::try_from(n)
+                    .unwrap_or(0)
+                    .min(c.len().saturating_sub(at + 1));
+                let mut keys: Vec<&[u8]> = (at + 1..=at + n).map(|i| c.arg(i)).collect();
+                if dest {
+                    keys.push(c.arg(1));
+                }
+                return keys;
+            }
+            Keys::None | Keys::All => return Vec::new(),
+        };
+        let n = i64::try_from(c.len()).unwrap_or(i64::MAX);
+        let last = if last < 0 {
+            n + i64::from(last)
+        } else {
+            i64::from(last).min(n - 1)
+        };
+        let (mut i, step) = (i64::from(first), i64::from(step.max(1)));
+        let mut keys = Vec::new();
+        while i <= last && i >= 1 {
+            if let Ok(at) = usize::try_from(i) {
+                keys.push(c.arg(at));
+            }
+            i += step;
+        }
+        keys
+    }
+}
 
 /// One command.
 #[derive(Clone, Copy)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// Lower-case name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Redis arity.
-    pub arity: i32,
+    pub(crate) arity: i32,
     /// `COMMAND` flags.
-    pub flags: &'static [&'static str],
-    /// First key argument, last (-1 = last argument), step.
-    pub keys: (i32, i32, i32),
+    pub(crate) flags: &'static [&'static str],
+    /// Key arguments.
+    pub(crate) keys: Keys,
     /// `COMMAND DOCS` group.
-    pub group: &'static str,
+    pub(crate) group: &'static str,
     /// One-line summary.
-    pub summary: &'static str,
+    pub(crate) summary: &'static str,
     /// The handler.
-    pub run: Handler,
+    pub(crate) run: Run,
 }
 
 impl std::fmt::Debug for Spec {
@@ -77,15 +228,22 @@ impl std::fmt::Debug for Spec {
     }
 }
 
+impl Spec {
+    /// True for commands that write.
+    pub(crate) fn writes(&self) -> bool {
+        self.flags.contains(&"write")
+    }
+}
+
 /// Builds a [`Spec`] (for the modules' tables).
-pub const fn spec(
+pub(crate) const fn spec(
     name: &'static str,
     arity: i32,
     flags: &'static [&'static str],
-    keys: (i32, i32, i32),
+    keys: Keys,
     group: &'static str,
     summary: &'static str,
-    run: Handler,
+    run: Run,
 ) -> Spec {
     Spec {
         name,
@@ -99,34 +257,40 @@ pub const fn spec(
 }
 
 /// Flags of a command that writes.
-pub const W: &[&str] = &["write"];
+pub(crate) const W: &[&str] = &["write"];
 /// Flags of a read-only command.
-pub const R: &[&str] = &["readonly", "fast"];
+pub(crate) const R: &[&str] = &["readonly", "fast"];
 /// Flags of an admin or connection command.
-pub const A: &[&str] = &["fast"];
-/// No keys.
-pub const NOKEYS: (i32, i32, i32) = (0, 0, 0);
+pub(crate) const A: &[&str] = &["fast"];
 /// One key at position 1.
-pub const KEY1: (i32, i32, i32) = (1, 1, 1);
+pub(crate) const KEY1: Keys = Keys::Range(1, 1, 1);
+/// Every argument from the first is a key.
+pub(crate) const ALLKEYS: Keys = Keys::Range(1, -1, 1);
 
 /// Every command, from all modules.
-pub fn table() -> Vec<Spec> {
+pub(crate) fn table() -> Vec<Spec> {
     let mut t = Vec::new();
     t.extend_from_slice(strings::SPECS);
+    t.extend_from_slice(strings2::SPECS);
     t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
+    t.extend_from_slice(sets::SPECS);
+    t.extend_from_slice(lists::SPECS);
+    t.extend_from_slice(multi::SPECS);
+    t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
+    t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
     t
 }
 
-/// Name → index into [`table`].
+/// The command table with a name index.
 #[derive(Debug)]
-pub struct Commands {
+pub(crate) struct Commands {
     /// The table.
-    pub specs: Vec<Spec>,
+    pub(crate) specs: Vec<Spec>,
     by_name: HashMap<&'static [u8], usize>,
 }
 
@@ -144,7 +308,7 @@ impl Default for Commands {
 
 impl Commands {
     /// Looks a command name up, ignoring ASCII case.
-    pub fn lookup(&self, name: &[u8]) -> Option<usize> {
+    pub(crate) fn lookup(&self, name: &[u8]) -> Option<usize> {
         let mut buf = [0u8; 32];
         if name.len() > buf.len() {
             return None;
@@ -154,46 +318,123 @@ impl Commands {
         lower.make_ascii_lowercase();
         self.by_name.get(&*lower).copied()
     }
+
+    /// The names in table order (the index of per-command metrics).
+    pub(crate) fn names(&self) -> Vec<&'static str> {
+        self.specs.iter().map(|s| s.name).collect()
+    }
 }
 
 /// Commands allowed before `AUTH`.
 const NO_AUTH: &[&str] = &["auth", "hello", "quit"];
 
-/// Runs one command (non-empty). Returns the table index it ran (for metrics) and
-/// whether it failed.
-pub fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> (Option<usize>, bool) {
-    let name = cmd.arg(0);
-    let Some(i) = ctx.shared.commands.lookup(name) else {
-        reply::error(ctx.out, &unknown_command(cmd));
-        return (None, true);
-    };
-    let spec = &ctx.shared.commands.specs[i];
-    if !ctx.client.authed && !NO_AUTH.contains(&spec.name) {
-        reply::error(ctx.out, "NOAUTH Authentication required.");
-        return (Some(i), true);
-    }
-    let n = cmd.len() as i64;
-    let a = i64::from(spec.arity);
-    if (a > 0 && n != a) || (a < 0 && n < -a) {
-        reply::error(ctx.out, &arity_error(spec.name));
-        return (Some(i), true);
-    }
-    match (spec.run)(ctx, cmd) {
-        Ok(()) => (Some(i), false),
-        Err(e) => {
-            reply::error(ctx.out, &e.to_string());
-            (Some(i), true)
+/// What [`dispatch`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Ran {
+    /// The table index of the command (`None`: unknown).
+    pub(crate) idx: Option<usize>,
+    /// It replied with an error.
+    pub(crate) failed: bool,
+    /// It wrote nothing and must be parked for this many seconds (0 = forever), then
+    /// run again when one of its keys changes.
+    pub(crate) block: Option<f64>,
+}
+
+impl Ran {
+    fn done(idx: Option<usize>, failed: bool) -> Ran {
+        Ran {
+            idx,
+            failed,
+            block: None,
         }
     }
 }
 
+/// Runs (or, inside MULTI, queues) one non-empty command.
+pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
+    let name = cmd.arg(0);
+    let Some(i) = ctx.commands.lookup(name) else {
+        if ctx.client.multi.is_some() {
+            ctx.client.multi_failed = true;
+        }
+        match unsupported::family_error(name) {
+            Some(e) => reply::error(ctx.out, &e.to_string()),
+            None => reply::error(ctx.out, &unknown_command(cmd)),
+        }
+        return Ran::done(None, true);
+    };
+    let spec = ctx.commands.specs[i];
+    if !ctx.client.authed && !NO_AUTH.contains(&spec.name) {
+        reply::error(ctx.out, "NOAUTH Authentication required.");
+        return Ran::done(Some(i), true);
+    }
+    let n = i64::try_from(cmd.len()).unwrap_or(i64::MAX);
+    let a = i64::from(spec.arity);
+    if (a > 0 && n != a) || (a < 0 && n < -a) {
+        if ctx.client.multi.is_some() {
+            ctx.client.multi_failed = true;
+        }
+        reply::error(ctx.out, &arity_error(spec.name));
+        return Ran::done(Some(i), true);
+    }
+    if let Some(queue) = ctx.client.multi.as_mut() {
+        if !multi::IMMEDIATE.contains(&spec.name) {
+            queue.push(cmd.clone());
+            reply::simple(ctx.out, "QUEUED");
+            return Ran::done(Some(i), false);
+        }
+    }
+    let res = match spec.run {
+        Run::Data(f) => run_data(&ctx.shared.store, &spec, f, cmd, ctx.out),
+        Run::Ctl(f) => f(ctx, cmd),
+    };
+    match res {
+        Ok(()) => Ran::done(Some(i), false),
+        Err(CmdError::Block(t)) => Ran {
+            idx: Some(i),
+            failed: false,
+            block: Some(t),
+        },
+        Err(e) => {
+            reply::error(ctx.out, &e.to_string());
+            Ran::done(Some(i), true)
+        }
+    }
+}
+
+/// Runs a data command under its keys' stripe locks and commits its writes. If the
+/// commit fails, the handler's reply is taken back.
+pub(crate) fn run_data(
+    store: &Store,
+    spec: &Spec,
+    f: DataFn,
+    cmd: &Command,
+    out: &mut Out,
+) -> CmdResult<()> {
+    let _locks = match spec.keys {
+        Keys::All => store.lock_all(),
+        Keys::None => Vec::new(),
+        k @ (Keys::Range(..) | Keys::Num { .. }) => store.lock_many(k.of(cmd)),
+    };
+    let mut tx = Tx::new(store);
+    tx.allow_blocking();
+    let mark = out.buf.len();
+    f(&mut tx, cmd, out)?;
+    if let Err(e) = store.commit(tx) {
+        out.buf.truncate(mark);
+        return Err(e);
+    }
+    Ok(())
+}
+
 /// `ERR wrong number of arguments for 'x' command`.
-pub fn arity_error(name: &str) -> String {
+pub(crate) fn arity_error(name: &str) -> String {
     format!("ERR wrong number of arguments for '{name}' command")
 }
 
 /// Redis 7.0's unknown-command text.
 fn unknown_command(cmd: &Command) -> String {
+    use std::fmt::Write as _;
     let mut args = String::new();
     for a in cmd.args().skip(1) {
         if args.len() >= 128 {
@@ -202,7 +443,7 @@ fn unknown_command(cmd: &Command) -> String {
         let room = 128 - args.len();
         let s = String::from_utf8_lossy(a);
         let s: String = s.chars().take(room).collect();
-        args.push_str(&format!("'{s}' "));
+        let _ = write!(args, "'{s}' ");
     }
     let name = String::from_utf8_lossy(cmd.arg(0));
     let name: String = name.chars().take(128).collect();
@@ -210,7 +451,7 @@ fn unknown_command(cmd: &Command) -> String {
 }
 
 /// `ERR unknown subcommand 'x'. Try CMD HELP.`
-pub fn unknown_subcommand(sub: &[u8], cmd: &str) -> CmdError {
+pub(crate) fn unknown_subcommand(sub: &[u8], cmd: &str) -> CmdError {
     let s = String::from_utf8_lossy(sub);
     let s: String = s.chars().take(128).collect();
     CmdError::Msg(format!(
@@ -219,84 +460,9 @@ pub fn unknown_subcommand(sub: &[u8], cmd: &str) -> CmdError {
     ))
 }
 
-/// Parses a strict 64-bit integer (Redis `string2ll`: optional `-`, no `+`, no
-/// spaces, no leading zeros).
-pub fn parse_i64(b: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(b).ok()?;
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty()
-        || !digits.bytes().all(|c| c.is_ascii_digit())
-        || (digits.len() > 1 && digits.starts_with('0'))
-        || s == "-0"
-    {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// An integer argument (`ERR value is not an integer or out of range`).
-pub fn int_arg(b: &[u8]) -> CmdResult<i64> {
-    parse_i64(b).ok_or(CmdError::NotInteger)
-}
-
-/// A float argument as Redis reads it (`inf`, `-inf`, `+inf` accepted; NaN is not).
-pub fn float_arg(b: &[u8]) -> CmdResult<f64> {
-    let s = std::str::from_utf8(b).map_err(|_| CmdError::NotFloat)?;
-    let v = match s.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        t if t.is_empty()
-            || t.starts_with(char::is_whitespace)
-            || t.ends_with(char::is_whitespace) =>
-        {
-            return Err(CmdError::NotFloat)
-        }
-        t => t.parse::<f64>().map_err(|_| CmdError::NotFloat)?,
-    };
-    if v.is_nan() {
-        return Err(CmdError::NotFloat);
-    }
-    Ok(v)
-}
-
-/// Case-insensitive comparison of an argument with an ASCII keyword.
-pub fn is(arg: &[u8], kw: &str) -> bool {
-    arg.eq_ignore_ascii_case(kw.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn integers() {
-        assert_eq!(parse_i64(b"0"), Some(0));
-        assert_eq!(parse_i64(b"-12"), Some(-12));
-        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [
-            &b""[..],
-            b"-",
-            b"+1",
-            b" 1",
-            b"01",
-            b"-0",
-            b"1.0",
-            b"9223372036854775808",
-        ] {
-            assert_eq!(parse_i64(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn floats() {
-        assert_eq!(float_arg(b"1.5"), Ok(1.5));
-        assert_eq!(float_arg(b"-inf"), Ok(f64::NEG_INFINITY));
-        assert_eq!(float_arg(b"+inf"), Ok(f64::INFINITY));
-        assert!(float_arg(b"nan").is_err());
-        assert!(float_arg(b"abc").is_err());
-        assert!(float_arg(b"").is_err());
-    }
 
     #[test]
     fn names_are_unique_and_lowercase() {
@@ -309,5 +475,14 @@ mod tests {
         let c = Commands::default();
         assert!(c.lookup(b"GeT").is_some());
         assert!(c.lookup(b"nope").is_none());
+    }
+
+    #[test]
+    fn key_positions() {
+        let c = Command::from_args(&["mset", "a", "1", "b", "2"]);
+        assert_eq!(Keys::Range(1, -1, 2).of(&c), vec![&b"a"[..], b"b"]);
+        assert_eq!(Keys::Range(1, 1, 1).of(&c), vec![&b"a"[..]]);
+        assert_eq!(Keys::Range(1, -2, 1).of(&c).len(), 3);
+        assert!(Keys::None.of(&c).is_empty());
     }
 }

@@ -1,16 +1,19 @@
 //! String commands. A string is one engine entry: its `0x01` metadata holds the
 //! bytes (see `keyspace.rs`), so `GET` is one point read and `SET` one read (the old
 //! type and expiry) plus one write. Expiry options of `SET` are real (`expire.rs`).
+//! Every handler is a data command: it gets the transaction, the arguments and the
+//! reply buffer; the dispatcher holds the keys' locks.
 
-use super::{int_arg, is, parse_i64, spec, Ctx, Spec, KEY1, R, W};
+use super::{int_arg, is, parse_i64, spec, Keys, Run::Data, Spec, KEY1, R, W};
+use crate::cmd::args::len_i64;
 use crate::error::{CmdError, CmdResult};
-use crate::keyspace::{now_ms, Meta, Type};
+use crate::keyspace::{Meta, Type};
 use crate::resp::parse::Command;
-use crate::resp::reply;
-use crate::store::Txn;
+use crate::resp::reply::{self, Out};
+use crate::store::Tx;
 
-/// The string and expiry commands.
-pub static SPECS: &[Spec] = &[
+/// The string commands.
+pub(crate) static SPECS: &[Spec] = &[
     spec(
         "get",
         2,
@@ -18,7 +21,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Returns the string value of a key.",
-        get,
+        Data(get),
     ),
     spec(
         "set",
@@ -27,7 +30,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Sets the string value of a key, ignoring its type.",
-        set,
+        Data(set),
     ),
     spec(
         "setnx",
@@ -36,7 +39,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Sets a key only if it does not exist.",
-        setnx,
+        Data(setnx),
     ),
     spec(
         "setex",
@@ -45,7 +48,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Sets a key with an expiry in seconds.",
-        setex,
+        Data(setex),
     ),
     spec(
         "psetex",
@@ -54,7 +57,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Sets a key with an expiry in milliseconds.",
-        psetex,
+        Data(psetex),
     ),
     spec(
         "getset",
@@ -63,7 +66,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Sets a key and returns its old value.",
-        getset,
+        Data(getset),
     ),
     spec(
         "getdel",
@@ -72,25 +75,25 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Returns a string and deletes the key.",
-        getdel,
+        Data(getdel),
     ),
     spec(
         "mget",
         -2,
         R,
-        (1, -1, 1),
+        Keys::Range(1, -1, 1),
         "string",
         "Returns the values of several keys.",
-        mget,
+        Data(mget),
     ),
     spec(
         "mset",
         -3,
         W,
-        (1, -1, 2),
+        Keys::Range(1, -1, 2),
         "string",
         "Sets several keys atomically.",
-        mset,
+        Data(mset),
     ),
     spec(
         "incr",
@@ -99,7 +102,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Increments an integer by one.",
-        incr,
+        Data(incr),
     ),
     spec(
         "decr",
@@ -108,7 +111,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Decrements an integer by one.",
-        decr,
+        Data(decr),
     ),
     spec(
         "incrby",
@@ -117,7 +120,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Increments an integer.",
-        incrby,
+        Data(incrby),
     ),
     spec(
         "decrby",
@@ -126,7 +129,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Decrements an integer.",
-        decrby,
+        Data(decrby),
     ),
     spec(
         "append",
@@ -135,7 +138,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Appends to a string.",
-        append,
+        Data(append),
     ),
     spec(
         "strlen",
@@ -144,18 +147,23 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "string",
         "Returns the length of a string.",
-        strlen,
+        Data(strlen),
     ),
 ];
 
-fn get(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let m = ctx.shared.store.typed(c.arg(1), Type::String)?;
-    reply::opt_bulk(ctx.out, m.as_ref().map(|m| &m.payload[..]));
+fn get(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let m = tx.typed(c.arg(1), Type::String)?;
+    reply::opt_bulk(out, m.as_ref().map(|m| &m.payload[..]));
     Ok(())
 }
 
+/// Options of SET.
 #[derive(Default)]
-struct SetOpts {
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent SET flags, as Redis names them"
+)]
+pub(crate) struct SetOpts {
     nx: bool,
     xx: bool,
     get: bool,
@@ -164,23 +172,32 @@ struct SetOpts {
 }
 
 /// Converts a relative or absolute expiry argument to Unix milliseconds.
-fn expire_arg(arg: &[u8], unit_ms: u64, absolute: bool, cmd: &str) -> CmdResult<u64> {
+pub(crate) fn expire_arg(
+    now: u64,
+    arg: &[u8],
+    unit_ms: i64,
+    absolute: bool,
+    cmd: &str,
+) -> CmdResult<u64> {
     let invalid = || CmdError::err(format!("invalid expire time in '{cmd}' command"));
     let n = int_arg(arg)?;
     if n <= 0 {
         return Err(invalid());
     }
     // As Redis: the absolute time in ms must fit a signed 64-bit integer.
-    let ms = n.checked_mul(unit_ms as i64).ok_or_else(invalid)?;
+    let ms = n.checked_mul(unit_ms).ok_or_else(invalid)?;
     let at = if absolute {
         ms
     } else {
-        (now_ms() as i64).checked_add(ms).ok_or_else(invalid)?
+        i64::try_from(now)
+            .ok()
+            .and_then(|now| now.checked_add(ms))
+            .ok_or_else(invalid)?
     };
-    Ok(at as u64)
+    u64::try_from(at).map_err(|_| invalid())
 }
 
-fn parse_set_opts(c: &Command) -> CmdResult<SetOpts> {
+fn parse_set_opts(now: u64, c: &Command) -> CmdResult<SetOpts> {
     let mut o = SetOpts::default();
     let mut i = 3;
     let mut has_expire = false;
@@ -207,7 +224,7 @@ fn parse_set_opts(c: &Command) -> CmdResult<SetOpts> {
                 (1, true)
             };
             i += 1;
-            o.expire_at = Some(expire_arg(c.arg(i), unit, abs, "set")?);
+            o.expire_at = Some(expire_arg(now, c.arg(i), unit, abs, "set")?);
             has_expire = true;
         } else {
             return Err(CmdError::Syntax);
@@ -217,18 +234,34 @@ fn parse_set_opts(c: &Command) -> CmdResult<SetOpts> {
     Ok(o)
 }
 
-/// SET with parsed options; returns the reply it wrote.
+/// Writes string `value` at `key` replacing whatever is there (any type).
+pub(crate) fn put_string(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    old: Option<Meta>,
+    value: &[u8],
+    expire_at: Option<u64>,
+) -> CmdResult<()> {
+    let old = match old {
+        Some(m) if m.ty != Type::String => {
+            tx.remove(key, &m)?;
+            None
+        }
+        m => m,
+    };
+    tx.set_meta(key, old.as_ref(), &Meta::string(value, expire_at));
+    Ok(())
+}
+
 /// Applies SET with parsed options. Returns whether the value was written and (with
 /// `GET`) the previous value.
 fn apply_set(
-    store: &crate::store::Store,
+    tx: &mut Tx<'_>,
     key: &[u8],
     value: &[u8],
     o: &SetOpts,
 ) -> CmdResult<(bool, Option<Vec<u8>>)> {
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin(&mut txn, key)?;
+    let old = tx.begin(key)?;
     if o.get && old.as_ref().is_some_and(|m| m.ty != Type::String) {
         return Err(CmdError::WrongType);
     }
@@ -244,136 +277,107 @@ fn apply_set(
         } else {
             o.expire_at
         };
-        let old = match old {
-            Some(m) if m.ty != Type::String => {
-                store.remove(&mut txn, key, &m)?;
-                None
-            }
-            m => m,
-        };
-        store.set_meta(&mut txn, key, old.as_ref(), &Meta::string(value, expire_at));
-        store.commit(txn)?;
+        put_string(tx, key, old, value, expire_at)?;
     }
     Ok((!skip, old_value))
 }
 
 /// SET with parsed options, replying as SET does.
-fn set_with(ctx: &mut Ctx<'_>, key: &[u8], value: &[u8], o: &SetOpts) -> CmdResult<()> {
-    let (written, old_value) = apply_set(&ctx.shared.store, key, value, o)?;
+fn set_with(
+    tx: &mut Tx<'_>,
+    out: &mut Out,
+    key: &[u8],
+    value: &[u8],
+    o: &SetOpts,
+) -> CmdResult<()> {
+    let (written, old_value) = apply_set(tx, key, value, o)?;
     if o.get {
-        reply::opt_bulk(ctx.out, old_value.as_deref());
+        reply::opt_bulk(out, old_value.as_deref());
     } else if !written {
-        reply::nil(ctx.out);
+        reply::nil(out);
     } else {
-        reply::ok(ctx.out);
+        reply::ok(out);
     }
     Ok(())
 }
 
-fn set(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let o = parse_set_opts(c)?;
-    set_with(ctx, c.arg(1), c.arg(2), &o)
+fn set(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let o = parse_set_opts(tx.now(), c)?;
+    set_with(tx, out, c.arg(1), c.arg(2), &o)
 }
 
-fn setnx(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn setnx(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let o = SetOpts {
         nx: true,
         ..SetOpts::default()
     };
-    let (written, _) = apply_set(&ctx.shared.store, c.arg(1), c.arg(2), &o)?;
-    reply::int(ctx.out, i64::from(written));
+    let (written, _) = apply_set(tx, c.arg(1), c.arg(2), &o)?;
+    reply::int(out, i64::from(written));
     Ok(())
 }
 
-fn setex_unit(ctx: &mut Ctx<'_>, c: &Command, unit: u64, name: &str) -> CmdResult<()> {
+fn setex_unit(tx: &mut Tx<'_>, c: &Command, out: &mut Out, unit: i64, name: &str) -> CmdResult<()> {
     let o = SetOpts {
-        expire_at: Some(expire_arg(c.arg(2), unit, false, name)?),
+        expire_at: Some(expire_arg(tx.now(), c.arg(2), unit, false, name)?),
         ..SetOpts::default()
     };
-    set_with(ctx, c.arg(1), c.arg(3), &o)
+    set_with(tx, out, c.arg(1), c.arg(3), &o)
 }
 
-fn setex(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    setex_unit(ctx, c, 1000, "setex")
+fn setex(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    setex_unit(tx, c, out, 1000, "setex")
 }
 
-fn psetex(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    setex_unit(ctx, c, 1, "psetex")
+fn psetex(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    setex_unit(tx, c, out, 1, "psetex")
 }
 
-fn getset(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn getset(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let o = SetOpts {
         get: true,
         ..SetOpts::default()
     };
-    set_with(ctx, c.arg(1), c.arg(2), &o)
+    set_with(tx, out, c.arg(1), c.arg(2), &o)
 }
 
-fn getdel(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let store = &ctx.shared.store;
+fn getdel(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin_typed(&mut txn, key, Type::String)?;
+    let old = tx.begin_typed(key, Type::String)?;
     if let Some(m) = &old {
-        store.remove(&mut txn, key, m)?;
+        tx.remove(key, m)?;
     }
-    store.commit(txn)?;
-    reply::opt_bulk(ctx.out, old.as_ref().map(|m| &m.payload[..]));
+    reply::opt_bulk(out, old.as_ref().map(|m| &m.payload[..]));
     Ok(())
 }
 
-fn mget(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn mget(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let mut vals = Vec::with_capacity(c.len() - 1);
     for k in c.args().skip(1) {
-        vals.push(ctx.shared.store.meta(k)?.filter(|m| m.ty == Type::String));
+        vals.push(tx.meta(k)?.filter(|m| m.ty == Type::String));
     }
-    reply::array_header(ctx.out, vals.len());
+    reply::array_header(out, vals.len());
     for v in vals {
-        reply::opt_bulk(ctx.out, v.as_ref().map(|m| &m.payload[..]));
+        reply::opt_bulk(out, v.as_ref().map(|m| &m.payload[..]));
     }
     Ok(())
 }
 
-fn mset(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn mset(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     if c.len().is_multiple_of(2) {
         return Err(CmdError::Msg(super::arity_error("mset")));
     }
-    // The last value of a repeated key wins.
-    let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(c.len() / 2);
+    // In argument order: the last value of a repeated key wins.
     for i in (1..c.len()).step_by(2) {
-        pairs.push((c.arg(i), c.arg(i + 1)));
+        let (k, v) = (c.arg(i), c.arg(i + 1));
+        let old = tx.begin(k)?;
+        put_string(tx, k, old, v, None)?;
     }
-    let mut seen = std::collections::HashSet::new();
-    let mut unique: Vec<(&[u8], &[u8])> = Vec::with_capacity(pairs.len());
-    for p in pairs.into_iter().rev() {
-        if seen.insert(p.0) {
-            unique.push(p);
-        }
-    }
-    let store = &ctx.shared.store;
-    let _g = store.lock_many(unique.iter().map(|p| p.0));
-    let mut txn = Txn::default();
-    for (k, v) in unique {
-        let old = match store.begin(&mut txn, k)? {
-            Some(m) if m.ty != Type::String => {
-                store.remove(&mut txn, k, &m)?;
-                None
-            }
-            m => m,
-        };
-        store.set_meta(&mut txn, k, old.as_ref(), &Meta::string(v, None));
-    }
-    store.commit(txn)?;
-    reply::ok(ctx.out);
+    reply::ok(out);
     Ok(())
 }
 
-fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult<()> {
-    let store = &ctx.shared.store;
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin_typed(&mut txn, key, Type::String)?;
+fn incr_by(tx: &mut Tx<'_>, out: &mut Out, key: &[u8], by: i64) -> CmdResult<()> {
+    let old = tx.begin_typed(key, Type::String)?;
     let cur = match &old {
         Some(m) => parse_i64(&m.payload).ok_or(CmdError::NotInteger)?,
         None => 0,
@@ -381,38 +385,35 @@ fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], by: i64) -> CmdResult<()> {
     let new = cur.checked_add(by).ok_or(CmdError::Overflow)?;
     let expire_at = old.as_ref().and_then(|m| m.expire_at);
     let meta = Meta::string(new.to_string().as_bytes(), expire_at);
-    store.set_meta(&mut txn, key, old.as_ref(), &meta);
-    store.commit(txn)?;
-    reply::int(ctx.out, new);
+    tx.set_meta(key, old.as_ref(), &meta);
+    reply::int(out, new);
     Ok(())
 }
 
-fn incr(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    incr_by(ctx, c.arg(1), 1)
+fn incr(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    incr_by(tx, out, c.arg(1), 1)
 }
 
-fn decr(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    incr_by(ctx, c.arg(1), -1)
+fn decr(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    incr_by(tx, out, c.arg(1), -1)
 }
 
-fn incrby(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    incr_by(ctx, c.arg(1), int_arg(c.arg(2))?)
+fn incrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let by = int_arg(c.arg(2))?;
+    incr_by(tx, out, c.arg(1), by)
 }
 
-fn decrby(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn decrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let by = int_arg(c.arg(2))?;
     let neg = by
         .checked_neg()
         .ok_or_else(|| CmdError::err("decrement would overflow"))?;
-    incr_by(ctx, c.arg(1), neg)
+    incr_by(tx, out, c.arg(1), neg)
 }
 
-fn append(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let store = &ctx.shared.store;
+fn append(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin_typed(&mut txn, key, Type::String)?;
+    let old = tx.begin_typed(key, Type::String)?;
     let mut v = old.as_ref().map(|m| m.payload.clone()).unwrap_or_default();
     v.extend_from_slice(c.arg(2));
     let len = v.len();
@@ -421,14 +422,115 @@ fn append(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         expire_at: old.as_ref().and_then(|m| m.expire_at),
         payload: v,
     };
-    store.set_meta(&mut txn, key, old.as_ref(), &meta);
-    store.commit(txn)?;
-    reply::int(ctx.out, len as i64);
+    tx.set_meta(key, old.as_ref(), &meta);
+    reply::int(out, len_i64(len));
     Ok(())
 }
 
-fn strlen(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let m = ctx.shared.store.typed(c.arg(1), Type::String)?;
-    reply::int(ctx.out, m.map_or(0, |m| m.payload.len() as i64));
+fn strlen(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let m = tx.typed(c.arg(1), Type::String)?;
+    reply::int(out, m.map_or(0, |m| len_i64(m.payload.len())));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn set_get_and_options() {
+        let mut k = Kit::new();
+        k.ok(&["SET", "a", "1"]);
+        k.expect(&["GET", "a"], "$1\r\n1\r\n");
+        k.expect(&["GET", "missing"], "$-1\r\n");
+        k.expect(&["SET", "a", "2", "NX"], "$-1\r\n");
+        k.ok(&["SET", "a", "2", "XX"]);
+        k.expect(&["SET", "b", "2", "XX"], "$-1\r\n");
+        k.expect(&["SET", "a", "3", "GET"], "$1\r\n2\r\n");
+        k.expect(&["SET", "a", "1", "NX", "XX"], "-ERR syntax error\r\n");
+        k.expect(
+            &["SET", "a", "1", "EX", "0"],
+            "-ERR invalid expire time in 'set' command\r\n",
+        );
+        k.expect(
+            &["SET", "a", "1", "EX", "x"],
+            "-ERR value is not an integer or out of range\r\n",
+        );
+        k.ok(&["SET", "a", "1", "EX", "100"]);
+        k.expect(&["TTL", "a"], ":100\r\n");
+        k.ok(&["SET", "a", "2", "KEEPTTL"]);
+        k.expect(&["TTL", "a"], ":100\r\n");
+        k.ok(&["SET", "a", "2"]);
+        k.expect(&["TTL", "a"], ":-1\r\n");
+        k.expect(&["SETNX", "a", "x"], ":0\r\n");
+        k.expect(&["SETNX", "n", "x"], ":1\r\n");
+        k.expect(&["GETSET", "n", "y"], "$1\r\nx\r\n");
+        k.expect(&["GETDEL", "n"], "$1\r\ny\r\n");
+        k.expect(&["EXISTS", "n"], ":0\r\n");
+        k.ok(&["SETEX", "e", "10", "v"]);
+        k.expect(&["TTL", "e"], ":10\r\n");
+        k.ok(&["PSETEX", "e", "10000", "v"]);
+        k.expect(&["TTL", "e"], ":10\r\n");
+        k.expect(
+            &["SETEX", "e", "-1", "v"],
+            "-ERR invalid expire time in 'setex' command\r\n",
+        );
+    }
+
+    #[test]
+    fn set_replaces_other_types_and_get_checks_them() {
+        let mut k = Kit::new();
+        k.expect(&["HSET", "h", "f", "v"], ":1\r\n");
+        k.expect(
+            &["GET", "h"],
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        );
+        k.expect(
+            &["SET", "h", "x", "GET"],
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        );
+        k.ok(&["SET", "h", "x"]);
+        k.expect(&["TYPE", "h"], "+string\r\n");
+        k.expect(
+            &["HGET", "h", "f"],
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        );
+    }
+
+    #[test]
+    fn multi_key_and_counters() {
+        let mut k = Kit::new();
+        k.ok(&["MSET", "a", "1", "b", "2", "a", "3"]);
+        k.expect(
+            &["MGET", "a", "b", "c"],
+            "*3\r\n$1\r\n3\r\n$1\r\n2\r\n$-1\r\n",
+        );
+        k.expect(
+            &["MSET", "a", "1", "b"],
+            "-ERR wrong number of arguments for 'mset' command\r\n",
+        );
+        k.expect(&["INCR", "n"], ":1\r\n");
+        k.expect(&["INCRBY", "n", "10"], ":11\r\n");
+        k.expect(&["DECR", "n"], ":10\r\n");
+        k.expect(&["DECRBY", "n", "20"], ":-10\r\n");
+        k.expect(&["INCR", "a"], ":4\r\n");
+        k.ok(&["SET", "s", "abc"]);
+        k.expect(
+            &["INCR", "s"],
+            "-ERR value is not an integer or out of range\r\n",
+        );
+        k.ok(&["SET", "big", "9223372036854775807"]);
+        k.expect(
+            &["INCR", "big"],
+            "-ERR increment or decrement would overflow\r\n",
+        );
+        k.expect(
+            &["DECRBY", "n", "-9223372036854775808"],
+            "-ERR decrement would overflow\r\n",
+        );
+        k.expect(&["APPEND", "s", "de"], ":5\r\n");
+        k.expect(&["APPEND", "new", "xy"], ":2\r\n");
+        k.expect(&["STRLEN", "s"], ":5\r\n");
+        k.expect(&["STRLEN", "none"], ":0\r\n");
+    }
 }

@@ -1,22 +1,22 @@
-//! The sorted-set subset Java YCSB uses for scans: `ZADD ZREM ZRANGEBYSCORE ZCARD
-//! ZSCORE` (plus `ZCOUNT`). A member is two engine entries: member → score
+//! Sorted-set commands. A member is two engine entries: member → score
 //! (`0x03 len key member`) for point lookups, and `0x04 len key sortable(score)
-//! member` whose memcmp order is score order, so `ZRANGEBYSCORE` is one range scan.
+//! member` whose memcmp order is score order, so a range by score is one range scan.
+//! All are data commands on one key.
 
 use std::ops::Bound;
 
-use super::{float_arg, int_arg, is, spec, Ctx, Spec, KEY1, R, W};
+use super::{float_arg, int_arg, is, spec, Ctx, Run::Ctl, Run::Data, Spec, KEY1, R, W};
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{
     prefix_end, sortable_score, sub_key, sub_prefix, unsortable_score, Meta, Type, NS_ZMEMBER,
     NS_ZSCORE,
 };
 use crate::resp::parse::Command;
-use crate::resp::reply;
-use crate::store::Txn;
+use crate::resp::reply::{self, Out};
+use crate::store::Tx;
 
 /// The sorted-set commands.
-pub static SPECS: &[Spec] = &[
+pub(crate) static SPECS: &[Spec] = &[
     spec(
         "zadd",
         -4,
@@ -24,9 +24,17 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "sorted-set",
         "Adds members with scores.",
-        zadd,
+        Data(zadd),
     ),
-    spec("zrem", -3, W, KEY1, "sorted-set", "Removes members.", zrem),
+    spec(
+        "zrem",
+        -3,
+        W,
+        KEY1,
+        "sorted-set",
+        "Removes members.",
+        Data(zrem),
+    ),
     spec(
         "zrangebyscore",
         -4,
@@ -34,7 +42,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "sorted-set",
         "Members with scores in a range, by score.",
-        zrangebyscore,
+        Data(zrangebyscore),
     ),
     spec(
         "zcount",
@@ -43,7 +51,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "sorted-set",
         "Counts members with scores in a range.",
-        zcount,
+        Data(zcount),
     ),
     spec(
         "zcard",
@@ -52,7 +60,7 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "sorted-set",
         "Number of members.",
-        zcard,
+        Data(zcard),
     ),
     spec(
         "zscore",
@@ -61,7 +69,16 @@ pub static SPECS: &[Spec] = &[
         KEY1,
         "sorted-set",
         "Score of a member.",
-        zscore,
+        Data(zscore),
+    ),
+    spec(
+        "zscan",
+        -3,
+        R,
+        KEY1,
+        "sorted-set",
+        "Iterates members and scores.",
+        Ctl(zscan),
     ),
 ];
 
@@ -72,44 +89,85 @@ fn score_of(v: &[u8]) -> CmdResult<f64> {
     Ok(f64::from_le_bytes(b))
 }
 
-fn zadd(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
-        (false, false, false, false, false, false);
+/// The score-index entry of `member` with `score`.
+fn score_key(key: &[u8], score: f64, member: &[u8]) -> Vec<u8> {
+    let mut sk = sub_prefix(NS_ZSCORE, key);
+    sk.extend_from_slice(&sortable_score(score));
+    sk.extend_from_slice(member);
+    sk
+}
+
+/// The score of `member` in the zset `key` (which exists).
+fn member_score(tx: &Tx<'_>, key: &[u8], member: &[u8]) -> CmdResult<Option<f64>> {
+    tx.get(&sub_key(NS_ZMEMBER, key, member))?
+        .map(|v| score_of(&v))
+        .transpose()
+}
+
+/// Sets `member`'s score (replacing `prev`).
+fn put_member(tx: &mut Tx<'_>, key: &[u8], member: &[u8], prev: Option<f64>, score: f64) {
+    if let Some(p) = prev {
+        tx.delete(score_key(key, p, member));
+    }
+    tx.put(score_key(key, score, member), Vec::new());
+    tx.put(
+        sub_key(NS_ZMEMBER, key, member),
+        score.to_le_bytes().to_vec(),
+    );
+}
+
+#[derive(Default)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent ZADD flags, as Redis names them"
+)]
+struct AddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+fn zadd(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let mut f = AddFlags::default();
     let mut i = 2;
     while i < c.len() {
         let a = c.arg(i);
-        if is(a, "nx") {
-            nx = true;
+        let flag = if is(a, "nx") {
+            &mut f.nx
         } else if is(a, "xx") {
-            xx = true;
+            &mut f.xx
         } else if is(a, "gt") {
-            gt = true;
+            &mut f.gt
         } else if is(a, "lt") {
-            lt = true;
+            &mut f.lt
         } else if is(a, "ch") {
-            ch = true;
+            &mut f.ch
         } else if is(a, "incr") {
-            incr = true;
+            &mut f.incr
         } else {
             break;
-        }
+        };
+        *flag = true;
         i += 1;
     }
     let rest = c.len() - i;
     if rest == 0 || !rest.is_multiple_of(2) {
         return Err(CmdError::Syntax);
     }
-    if nx && xx {
+    if f.nx && f.xx {
         return Err(CmdError::err(
             "XX and NX options at the same time are not compatible",
         ));
     }
-    if ((gt || lt) && nx) || (gt && lt) {
+    if ((f.gt || f.lt) && f.nx) || (f.gt && f.lt) {
         return Err(CmdError::err(
             "GT, LT, and/or NX options at the same time are not compatible",
         ));
     }
-    if incr && rest != 2 {
+    if f.incr && rest != 2 {
         return Err(CmdError::err(
             "INCR option supports a single increment-element pair",
         ));
@@ -118,32 +176,26 @@ fn zadd(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     for j in (i..c.len()).step_by(2) {
         pairs.push((float_arg(c.arg(j))?, c.arg(j + 1)));
     }
-    let store = &ctx.shared.store;
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let old = store.begin_typed(&mut txn, key, Type::ZSet)?;
-    // Scores decided so far in this command (a member may repeat).
-    let mut cur: std::collections::HashMap<&[u8], Option<f64>> = std::collections::HashMap::new();
+    let old = tx.begin_typed(key, Type::ZSet)?;
     let (mut added, mut changed) = (0u64, 0u64);
     let mut incr_result = None;
     for (score, member) in pairs {
-        let mk = sub_key(NS_ZMEMBER, key, member);
-        let prev = match cur.get(member) {
-            Some(p) => *p,
-            None if old.is_some() => store.db().get(&mk)?.map(|v| score_of(&v)).transpose()?,
-            None => None,
+        let prev = if old.is_some() || added > 0 {
+            member_score(tx, key, member)?
+        } else {
+            None
         };
         let mut new = score;
-        if incr {
+        if f.incr {
             new = prev.unwrap_or(0.0) + score;
             if new.is_nan() {
                 return Err(CmdError::err("resulting score is not a number (NaN)"));
             }
         }
         let allowed = match prev {
-            None => !xx,
-            Some(p) => !nx && (!gt || new > p) && (!lt || new < p),
+            None => !f.xx,
+            Some(p) => !f.nx && (!f.gt || new > p) && (!f.lt || new < p),
         };
         if !allowed {
             continue;
@@ -152,73 +204,46 @@ fn zadd(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         if prev == Some(new) {
             continue;
         }
-        if let Some(p) = prev {
-            let mut sk = sub_prefix(NS_ZSCORE, key);
-            sk.extend_from_slice(&sortable_score(p));
-            sk.extend_from_slice(member);
-            txn.batch.delete(sk);
+        if prev.is_some() {
             changed += 1;
         } else {
             added += 1;
         }
-        let mut sk = sub_prefix(NS_ZSCORE, key);
-        sk.extend_from_slice(&sortable_score(new));
-        sk.extend_from_slice(member);
-        txn.batch.put(sk, Vec::new());
-        txn.batch.put(mk, new.to_le_bytes().to_vec());
-        cur.insert(member, Some(new));
+        put_member(tx, key, member, prev, new);
     }
     if added > 0 {
         let count = old.as_ref().map_or(0, Meta::count) + added;
         let exp = old.as_ref().and_then(|m| m.expire_at);
-        store.set_meta(
-            &mut txn,
-            key,
-            old.as_ref(),
-            &Meta::collection(Type::ZSet, count, exp),
-        );
+        tx.set_meta(key, old.as_ref(), &Meta::collection(Type::ZSet, count, exp));
     }
-    store.commit(txn)?;
-    if incr {
+    if f.incr {
         match incr_result {
-            Some(s) => reply::double(ctx.out, s),
-            None => reply::nil(ctx.out),
+            Some(s) => reply::double(out, s),
+            None => reply::nil(out),
         }
     } else {
-        reply::int(ctx.out, (added + if ch { changed } else { 0 }) as i64);
+        let n = added + if f.ch { changed } else { 0 };
+        reply::int(out, i64::try_from(n).unwrap_or(i64::MAX));
     }
     Ok(())
 }
 
-fn zrem(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let store = &ctx.shared.store;
+fn zrem(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let key = c.arg(1);
-    let _g = store.lock(key);
-    let mut txn = Txn::default();
-    let Some(old) = store.begin_typed(&mut txn, key, Type::ZSet)? else {
-        store.commit(txn)?;
-        reply::int(ctx.out, 0);
+    let Some(old) = tx.begin_typed(key, Type::ZSet)? else {
+        reply::int(out, 0);
         return Ok(());
     };
-    let mut seen = std::collections::HashSet::new();
     let mut removed = 0u64;
     for member in c.args().skip(2) {
-        if !seen.insert(member) {
-            continue;
-        }
-        let mk = sub_key(NS_ZMEMBER, key, member);
-        if let Some(v) = store.db().get(&mk)? {
-            let mut sk = sub_prefix(NS_ZSCORE, key);
-            sk.extend_from_slice(&sortable_score(score_of(&v)?));
-            sk.extend_from_slice(member);
-            txn.batch.delete(sk);
-            txn.batch.delete(mk);
+        if let Some(s) = member_score(tx, key, member)? {
+            tx.delete(score_key(key, s, member));
+            tx.delete(sub_key(NS_ZMEMBER, key, member));
             removed += 1;
         }
     }
-    store.shrink(&mut txn, key, &old, removed)?;
-    store.commit(txn)?;
-    reply::int(ctx.out, removed as i64);
+    tx.shrink(key, &old, removed)?;
+    reply::int(out, i64::try_from(removed).unwrap_or(i64::MAX));
     Ok(())
 }
 
@@ -234,7 +259,7 @@ fn bound(arg: &[u8]) -> CmdResult<(f64, bool)> {
 /// Members of `key` with scores in `[min, max]`, in score order, skipping `offset`
 /// and stopping after `count` (negative: all). Calls `f(member, score)`.
 fn for_range(
-    ctx: &Ctx<'_>,
+    tx: &Tx<'_>,
     key: &[u8],
     min: (f64, bool),
     max: (f64, bool),
@@ -242,7 +267,7 @@ fn for_range(
     count: i64,
     mut f: impl FnMut(Vec<u8>, f64),
 ) -> CmdResult<()> {
-    if ctx.shared.store.typed(key, Type::ZSet)?.is_none() || min.0 > max.0 || count == 0 {
+    if tx.typed(key, Type::ZSet)?.is_none() || min.0 > max.0 || count == 0 {
         return Ok(());
     }
     let prefix = sub_prefix(NS_ZSCORE, key);
@@ -250,13 +275,9 @@ fn for_range(
     lo.extend_from_slice(&sortable_score(min.0));
     let mut hi_p = prefix.clone();
     hi_p.extend_from_slice(&sortable_score(max.0));
-    let hi = match prefix_end(&hi_p) {
-        Some(h) => Bound::Excluded(h),
-        None => Bound::Unbounded,
-    };
-    let it = ctx.shared.store.db().iter_bounds(Bound::Included(lo), hi)?;
+    let hi = prefix_end(&hi_p).map_or(Bound::Unbounded, Bound::Excluded);
     let (mut skipped, mut taken) = (0usize, 0i64);
-    for kv in it {
+    for kv in tx.range(Bound::Included(lo), hi)? {
         let (k, _) = kv?;
         let rest = &k[prefix.len()..];
         let Some((sb, member)) = rest.split_first_chunk::<8>() else {
@@ -279,7 +300,7 @@ fn for_range(
     Ok(())
 }
 
-fn zrangebyscore(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn zrangebyscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let (min, max) = (bound(c.arg(2))?, bound(c.arg(3))?);
     let (mut withscores, mut offset, mut count) = (false, 0usize, -1i64);
     let mut i = 4;
@@ -290,64 +311,119 @@ fn zrangebyscore(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         } else if is(c.arg(i), "limit") && i + 2 < c.len() {
             let o = int_arg(c.arg(i + 1))?;
             count = int_arg(c.arg(i + 2))?;
-            if o < 0 {
+            let Ok(o) = usize::try_from(o) else {
                 // Redis answers an empty array for a negative offset.
-                reply::array_header(ctx.out, 0);
+                reply::array_header(out, 0);
                 return Ok(());
-            }
-            offset = o as usize;
+            };
+            offset = o;
             i += 3;
         } else {
             return Err(CmdError::Syntax);
         }
     }
     let mut items = Vec::new();
-    for_range(ctx, c.arg(1), min, max, offset, count, |m, s| {
-        items.push((m, s))
+    for_range(tx, c.arg(1), min, max, offset, count, |m, s| {
+        items.push((m, s));
     })?;
     // RESP3 (like Redis 7) nests each member with its score.
-    let nested = withscores && ctx.out.resp3;
+    let nested = withscores && out.resp3;
     let flat = if withscores && !nested { 2 } else { 1 };
-    reply::array_header(ctx.out, items.len() * flat);
+    reply::array_header(out, items.len() * flat);
     for (m, s) in items {
         if nested {
-            reply::array_header(ctx.out, 2);
+            reply::array_header(out, 2);
         }
-        reply::bulk(ctx.out, &m);
+        reply::bulk(out, &m);
         if withscores {
-            reply::double(ctx.out, s);
+            reply::double(out, s);
         }
     }
     Ok(())
 }
 
-fn zcount(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+fn zcount(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let (min, max) = (bound(c.arg(2))?, bound(c.arg(3))?);
     let mut n = 0i64;
-    for_range(ctx, c.arg(1), min, max, 0, -1, |_, _| n += 1)?;
-    reply::int(ctx.out, n);
+    for_range(tx, c.arg(1), min, max, 0, -1, |_, _| n += 1)?;
+    reply::int(out, n);
     Ok(())
 }
 
-fn zcard(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let m = ctx.shared.store.typed(c.arg(1), Type::ZSet)?;
-    reply::int(ctx.out, m.map_or(0, |m| m.count() as i64));
+fn zcard(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let m = tx.typed(c.arg(1), Type::ZSet)?;
+    reply::int(
+        out,
+        m.map_or(0, |m| i64::try_from(m.count()).unwrap_or(i64::MAX)),
+    );
     Ok(())
 }
 
-fn zscore(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let live = ctx.shared.store.typed(c.arg(1), Type::ZSet)?.is_some();
-    let v = if live {
-        ctx.shared
-            .store
-            .db()
-            .get(&sub_key(NS_ZMEMBER, c.arg(1), c.arg(2)))?
-    } else {
-        None
+fn zscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let key = c.arg(1);
+    let s = match tx.typed(key, Type::ZSet)? {
+        Some(_) => member_score(tx, key, c.arg(2))?,
+        None => None,
     };
-    match v {
-        Some(v) => reply::double(ctx.out, score_of(&v)?),
-        None => reply::nil(ctx.out),
+    match s {
+        Some(s) => reply::double(out, s),
+        None => reply::nil(out),
     }
     Ok(())
+}
+
+fn zscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    super::scan::collection(ctx, c, Type::ZSet)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn add_and_range() {
+        let mut k = Kit::new();
+        k.expect(&["ZADD", "z", "1", "a", "2", "b", "3", "c"], ":3\r\n");
+        k.expect(&["ZADD", "z", "1", "a", "5", "b"], ":0\r\n");
+        k.expect(&["ZADD", "z", "CH", "1", "a", "2", "b"], ":1\r\n");
+        k.expect(&["ZCARD", "z"], ":3\r\n");
+        k.expect(&["ZSCORE", "z", "b"], "$1\r\n2\r\n");
+        k.expect(&["ZSCORE", "z", "x"], "$-1\r\n");
+        k.expect(
+            &["ZRANGEBYSCORE", "z", "-inf", "+inf"],
+            "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        );
+        k.expect(
+            &["ZRANGEBYSCORE", "z", "(1", "3", "WITHSCORES"],
+            "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n",
+        );
+        k.expect(
+            &["ZRANGEBYSCORE", "z", "1", "3", "LIMIT", "1", "1"],
+            "*1\r\n$1\r\nb\r\n",
+        );
+        k.expect(
+            &["ZRANGEBYSCORE", "z", "x", "3"],
+            "-ERR min or max is not a float\r\n",
+        );
+        k.expect(&["ZCOUNT", "z", "2", "+inf"], ":2\r\n");
+        k.expect(&["ZADD", "z", "INCR", "2.5", "a"], "$3\r\n3.5\r\n");
+        k.expect(
+            &["ZADD", "z", "NX", "XX", "1", "a"],
+            "-ERR XX and NX options at the same time are not compatible\r\n",
+        );
+        k.expect(
+            &["ZADD", "z", "GT", "LT", "1", "a"],
+            "-ERR GT, LT, and/or NX options at the same time are not compatible\r\n",
+        );
+        k.expect(&["ZADD", "z", "1", "a", "2"], "-ERR syntax error\r\n");
+        k.expect(
+            &["ZADD", "z", "x", "a"],
+            "-ERR value is not a valid float\r\n",
+        );
+        k.expect(&["ZADD", "z", "GT", "1", "a"], ":0\r\n");
+        k.expect(&["ZSCORE", "z", "a"], "$3\r\n3.5\r\n");
+        k.expect(&["ZREM", "z", "a", "x"], ":1\r\n");
+        k.expect(&["ZREM", "z", "b", "c"], ":2\r\n");
+        k.expect(&["EXISTS", "z"], ":0\r\n");
+    }
 }

@@ -1,4 +1,5 @@
-//! RESP2: the incremental request parser ([`parse`]) and the reply encoder ([`reply`]).
+//! RESP: the incremental request parser ([`parse`], public for the fuzz target) and the
+//! reply encoder (`reply`).
 
 pub mod parse;
-pub mod reply;
+pub(crate) mod reply;

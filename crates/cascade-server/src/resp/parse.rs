@@ -114,7 +114,7 @@ impl fmt::Display for ProtocolError {
 impl std::error::Error for ProtocolError {}
 
 /// One parsed command: its arguments, stored in a reusable arena.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Command {
     /// All argument bytes, back to back.
     data: Vec<u8>,
@@ -124,16 +124,19 @@ pub struct Command {
 
 impl Command {
     /// Number of arguments (the command name included).
+    #[must_use]
     pub fn len(&self) -> usize {
         self.spans.len()
     }
 
     /// True if the command has no arguments (a blank inline line, `*0`, `*-1`).
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
     }
 
     /// Argument `i`; an empty slice if `i >= len()` (never panics).
+    #[must_use]
     pub fn arg(&self, i: usize) -> &[u8] {
         self.spans
             .get(i)
@@ -146,6 +149,16 @@ impl Command {
         self.spans
             .iter()
             .map(move |&(s, e)| self.data.get(s..e).unwrap_or(&[]))
+    }
+
+    /// A command made of `args` (tests).
+    #[cfg(test)]
+    pub(crate) fn from_args<A: AsRef<[u8]>>(args: &[A]) -> Command {
+        let mut c = Command::default();
+        for a in args {
+            c.push_arg(a.as_ref());
+        }
+        c
     }
 
     /// The arguments as owned vectors.
@@ -209,7 +222,13 @@ pub struct Parser {
 }
 
 impl Parser {
+    /// Changes the limits (from the next command on).
+    pub(crate) fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// A parser enforcing `limits`.
+    #[must_use]
     pub fn new(limits: Limits) -> Parser {
         Parser {
             limits,
@@ -226,6 +245,9 @@ impl Parser {
     /// bytes from the front of its buffer; the command is then available via `command()`
     /// until the next `parse` call. A command may have zero arguments (blank inline line,
     /// `*0\r\n`, `*-1\r\n`): the caller ignores it, as Redis does.
+    ///
+    /// # Errors
+    /// A [`ProtocolError`] for malformed input or input over the limits.
     ///
     /// On `Err` the connection must be closed; the parser is reset to a command boundary.
     /// If `buf` is shorter than the buffer of the previous incomplete call (a broken
@@ -255,12 +277,14 @@ impl Parser {
 
     /// The last completed command (valid after `parse` returned `Ok(Some(_))`, until the
     /// next `parse` call).
+    #[must_use]
     pub fn command(&self) -> &Command {
         &self.cmd
     }
 
     /// Bytes the parser currently expects before the pending command can complete, if known
     /// (for a partially received bulk: remaining bulk bytes + 2). Lets the caller size reads.
+    #[must_use]
     pub fn pending_hint(&self) -> Option<usize> {
         match self.phase {
             Phase::BulkBody(len) => {
@@ -482,11 +506,11 @@ fn split_inline(line: &[u8], cmd: &mut Command) -> Result<(), ProtocolError> {
             return Ok(());
         }
         let start = cmd.data.len();
-        let mut in_dq = false;
-        let mut in_sq = false;
+        let mut in_double = false;
+        let mut in_single = false;
         loop {
             let c = at(p);
-            if in_dq {
+            if in_double {
                 match c {
                     None => return Err(ProtocolError::UnbalancedQuotes),
                     Some(b'\\') => {
@@ -528,7 +552,7 @@ fn split_inline(line: &[u8], cmd: &mut Command) -> Result<(), ProtocolError> {
                         p = p.saturating_add(1);
                     }
                 }
-            } else if in_sq {
+            } else if in_single {
                 match c {
                     None => return Err(ProtocolError::UnbalancedQuotes),
                     Some(b'\\') if at(p.saturating_add(1)) == Some(b'\'') => {
@@ -556,11 +580,11 @@ fn split_inline(line: &[u8], cmd: &mut Command) -> Result<(), ProtocolError> {
                         break;
                     }
                     Some(b'"') => {
-                        in_dq = true;
+                        in_double = true;
                         p = p.saturating_add(1);
                     }
                     Some(b'\'') => {
-                        in_sq = true;
+                        in_single = true;
                         p = p.saturating_add(1);
                     }
                     Some(b) => {
@@ -1031,7 +1055,7 @@ mod tests {
         let mut p = Parser::new(Limits::default());
         let data = b"*1048576\r\n$536870912\r\nabc";
         assert_eq!(p.parse(data), Ok(None));
-        assert_eq!(p.pending_hint(), Some(536870912 + 2 - 3));
+        assert_eq!(p.pending_hint(), Some(536_870_912 + 2 - 3));
         assert!(p.cmd.data.capacity() < 1024, "{}", p.cmd.data.capacity());
         assert!(p.cmd.spans.capacity() < 1024, "{}", p.cmd.spans.capacity());
 

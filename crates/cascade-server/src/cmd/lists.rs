@@ -1,0 +1,872 @@
+//! List commands. Element `i` of a list is the engine entry `0x07 len key (head + i)`
+//! (u64 BE index), and the metadata holds the count and `head`, so a push or pop at
+//! either end is one write plus the metadata, and `LINDEX`/`LSET` are one point access.
+//!
+//! Costs: LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP LINDEX LSET LLEN LMOVE RPOPLPUSH LMPOP:
+//! O(elements pushed or popped). LRANGE: one range scan of the elements returned.
+//! LTRIM: O(elements removed). LPOS: a scan from the head (or tail) until enough
+//! matches. LINSERT and LREM shift elements: they rewrite the list, O(N).
+//!
+//! The blocking forms (BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP) run the same code; when
+//! every list is empty they return [`CmdError::Block`] and the worker parks the client
+//! until a write to one of the keys (or the timeout). Inside MULTI they do not block.
+
+use std::ops::Bound;
+
+use super::{int_arg, is, spec, Keys, Run::Data, Spec, KEY1, R, W};
+use crate::cmd::args::len_i64;
+use crate::error::{CmdError, CmdResult};
+use crate::keyspace::{sub_key, Meta, Type, LIST_START, NS_LIST};
+use crate::resp::parse::Command;
+use crate::resp::reply::{self, Out};
+use crate::store::Tx;
+
+const BW: &[&str] = &["write", "blocking"];
+
+/// The list commands.
+pub(crate) static SPECS: &[Spec] = &[
+    spec(
+        "lpush",
+        -3,
+        W,
+        KEY1,
+        "list",
+        "Prepends elements.",
+        Data(lpush),
+    ),
+    spec(
+        "rpush",
+        -3,
+        W,
+        KEY1,
+        "list",
+        "Appends elements.",
+        Data(rpush),
+    ),
+    spec(
+        "lpushx",
+        -3,
+        W,
+        KEY1,
+        "list",
+        "Prepends elements to an existing list.",
+        Data(lpushx),
+    ),
+    spec(
+        "rpushx",
+        -3,
+        W,
+        KEY1,
+        "list",
+        "Appends elements to an existing list.",
+        Data(rpushx),
+    ),
+    spec(
+        "lpop",
+        -2,
+        W,
+        KEY1,
+        "list",
+        "Removes and returns the first elements.",
+        Data(lpop),
+    ),
+    spec(
+        "rpop",
+        -2,
+        W,
+        KEY1,
+        "list",
+        "Removes and returns the last elements.",
+        Data(rpop),
+    ),
+    spec("llen", 2, R, KEY1, "list", "Length of a list.", Data(llen)),
+    spec(
+        "lrange",
+        4,
+        R,
+        KEY1,
+        "list",
+        "A range of elements.",
+        Data(lrange),
+    ),
+    spec(
+        "lindex",
+        3,
+        R,
+        KEY1,
+        "list",
+        "The element at an index.",
+        Data(lindex),
+    ),
+    spec(
+        "lset",
+        4,
+        W,
+        KEY1,
+        "list",
+        "Sets the element at an index.",
+        Data(lset),
+    ),
+    spec(
+        "linsert",
+        5,
+        W,
+        KEY1,
+        "list",
+        "Inserts before or after a pivot.",
+        Data(linsert),
+    ),
+    spec(
+        "lrem",
+        4,
+        W,
+        KEY1,
+        "list",
+        "Removes elements equal to a value.",
+        Data(lrem),
+    ),
+    spec(
+        "ltrim",
+        4,
+        W,
+        KEY1,
+        "list",
+        "Keeps only a range.",
+        Data(ltrim),
+    ),
+    spec(
+        "lpos",
+        -3,
+        R,
+        KEY1,
+        "list",
+        "Positions of matching elements.",
+        Data(lpos),
+    ),
+    spec(
+        "lmove",
+        5,
+        W,
+        Keys::Range(1, 2, 1),
+        "list",
+        "Moves an element between lists.",
+        Data(lmove),
+    ),
+    spec(
+        "rpoplpush",
+        3,
+        W,
+        Keys::Range(1, 2, 1),
+        "list",
+        "Moves the last element to the head of another list.",
+        Data(rpoplpush),
+    ),
+    spec(
+        "lmpop",
+        -4,
+        W,
+        Keys::Num { at: 1, dest: false },
+        "list",
+        "Pops from the first non-empty list.",
+        Data(lmpop),
+    ),
+    spec(
+        "blpop",
+        -3,
+        BW,
+        Keys::Range(1, -2, 1),
+        "list",
+        "LPOP, waiting for an element.",
+        Data(blpop),
+    ),
+    spec(
+        "brpop",
+        -3,
+        BW,
+        Keys::Range(1, -2, 1),
+        "list",
+        "RPOP, waiting for an element.",
+        Data(brpop),
+    ),
+    spec(
+        "blmove",
+        6,
+        BW,
+        Keys::Range(1, 2, 1),
+        "list",
+        "LMOVE, waiting for an element.",
+        Data(blmove),
+    ),
+    spec(
+        "brpoplpush",
+        4,
+        BW,
+        Keys::Range(1, 2, 1),
+        "list",
+        "RPOPLPUSH, waiting for an element.",
+        Data(brpoplpush),
+    ),
+    spec(
+        "blmpop",
+        -5,
+        BW,
+        Keys::Num { at: 2, dest: false },
+        "list",
+        "LMPOP, waiting for an element.",
+        Data(blmpop),
+    ),
+];
+
+fn elem_key(key: &[u8], idx: u64) -> Vec<u8> {
+    sub_key(NS_LIST, key, &idx.to_be_bytes())
+}
+
+/// Reads elements `from..to` (positions) of the list `key` with metadata `m`.
+fn read(tx: &Tx<'_>, key: &[u8], m: &Meta, from: u64, to: u64) -> CmdResult<Vec<Vec<u8>>> {
+    if from >= to {
+        return Ok(Vec::new());
+    }
+    let head = m.list_head();
+    let lo = elem_key(key, head.wrapping_add(from));
+    let hi = elem_key(key, head.wrapping_add(to));
+    let cap = usize::try_from(to - from).unwrap_or(0).min(1 << 16);
+    let mut out = Vec::with_capacity(cap);
+    for kv in tx.range(Bound::Included(lo), Bound::Excluded(hi))? {
+        out.push(kv?.1);
+    }
+    Ok(out)
+}
+
+/// Pushes `vals` onto `key`; returns the new length, or `None` (nothing pushed) when
+/// `only_existing` and the list does not exist.
+pub(crate) fn push(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    vals: &[&[u8]],
+    left: bool,
+    only_existing: bool,
+) -> CmdResult<Option<u64>> {
+    let old = tx.begin_typed(key, Type::List)?;
+    if old.is_none() && only_existing {
+        return Ok(None);
+    }
+    let (mut count, mut head) = old
+        .as_ref()
+        .map_or((0, LIST_START), |m| (m.count(), m.list_head()));
+    for v in vals {
+        if left {
+            head = head.wrapping_sub(1);
+            tx.put(elem_key(key, head), v.to_vec());
+        } else {
+            tx.put(elem_key(key, head.wrapping_add(count)), v.to_vec());
+        }
+        count += 1;
+    }
+    let exp = old.as_ref().and_then(|m| m.expire_at);
+    tx.set_meta(key, old.as_ref(), &Meta::list(count, head, exp));
+    Ok(Some(count))
+}
+
+/// Pops up to `n` elements from one end of `key` (in pop order).
+pub(crate) fn pop(tx: &mut Tx<'_>, key: &[u8], left: bool, n: u64) -> CmdResult<Vec<Vec<u8>>> {
+    let Some(m) = tx.begin_typed(key, Type::List)? else {
+        return Ok(Vec::new());
+    };
+    let n = n.min(m.count());
+    let head = m.list_head();
+    let (from, to) = if left {
+        (0, n)
+    } else {
+        (m.count() - n, m.count())
+    };
+    let mut vals = read(tx, key, &m, from, to)?;
+    for p in from..to {
+        tx.delete(elem_key(key, head.wrapping_add(p)));
+    }
+    if !left {
+        vals.reverse();
+    }
+    let count = m.count() - n;
+    if count == 0 {
+        tx.remove(key, &m)?;
+    } else {
+        let new_head = if left { head.wrapping_add(n) } else { head };
+        tx.set_meta(key, Some(&m), &Meta::list(count, new_head, m.expire_at));
+    }
+    Ok(vals)
+}
+
+fn push_cmd(tx: &mut Tx<'_>, c: &Command, out: &mut Out, left: bool, x: bool) -> CmdResult<()> {
+    let vals: Vec<&[u8]> = c.args().skip(2).collect();
+    let n = push(tx, c.arg(1), &vals, left, x)?;
+    reply::int(out, i64::try_from(n.unwrap_or(0)).unwrap_or(i64::MAX));
+    Ok(())
+}
+
+fn lpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    push_cmd(tx, c, out, true, false)
+}
+
+fn rpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    push_cmd(tx, c, out, false, false)
+}
+
+fn lpushx(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    push_cmd(tx, c, out, true, true)
+}
+
+fn rpushx(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    push_cmd(tx, c, out, false, true)
+}
+
+fn pop_cmd(tx: &mut Tx<'_>, c: &Command, out: &mut Out, left: bool) -> CmdResult<()> {
+    let count = match c.len() {
+        2 => None,
+        3 => Some(
+            u64::try_from(int_arg(c.arg(2))?)
+                .map_err(|_| CmdError::err("value is out of range, must be positive"))?,
+        ),
+        _ => return Err(CmdError::Syntax),
+    };
+    let vals = pop(tx, c.arg(1), left, count.unwrap_or(1))?;
+    match count {
+        None => reply::opt_bulk(out, vals.first().map(Vec::as_slice)),
+        Some(_) if vals.is_empty() && tx.typed(c.arg(1), Type::List)?.is_none() => {
+            reply::nil_array(out);
+        }
+        Some(_) => reply::bulk_array(out, vals.iter().map(Vec::as_slice)),
+    }
+    Ok(())
+}
+
+fn lpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    pop_cmd(tx, c, out, true)
+}
+
+fn rpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    pop_cmd(tx, c, out, false)
+}
+
+fn llen(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let m = tx.typed(c.arg(1), Type::List)?;
+    reply::int(
+        out,
+        m.map_or(0, |m| i64::try_from(m.count()).unwrap_or(i64::MAX)),
+    );
+    Ok(())
+}
+
+/// Redis's start/stop normalisation: negative counts from the end; returns the
+/// half-open position range (empty when out of range).
+fn span(start: i64, stop: i64, len: u64) -> (u64, u64) {
+    let len_i = i64::try_from(len).unwrap_or(i64::MAX);
+    let start = if start < 0 {
+        (start + len_i).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 { stop + len_i } else { stop };
+    if start > stop || start >= len_i || stop < 0 {
+        return (0, 0);
+    }
+    let stop = stop.min(len_i - 1);
+    (
+        u64::try_from(start).unwrap_or(0),
+        u64::try_from(stop + 1).unwrap_or(0),
+    )
+}
+
+fn lrange(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let (start, stop) = (int_arg(c.arg(2))?, int_arg(c.arg(3))?);
+    let vals = match tx.typed(c.arg(1), Type::List)? {
+        Some(m) => {
+            let (from, to) = span(start, stop, m.count());
+            read(tx, c.arg(1), &m, from, to)?
+        }
+        None => Vec::new(),
+    };
+    reply::bulk_array(out, vals.iter().map(Vec::as_slice));
+    Ok(())
+}
+
+/// The position of index `i` (negative from the end) in a list of `len`.
+fn position(i: i64, len: u64) -> Option<u64> {
+    let len_i = i64::try_from(len).ok()?;
+    let p = if i < 0 { i + len_i } else { i };
+    (0..len_i)
+        .contains(&p)
+        .then(|| u64::try_from(p).ok())
+        .flatten()
+}
+
+fn lindex(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let i = int_arg(c.arg(2))?;
+    let v = match tx.typed(c.arg(1), Type::List)? {
+        Some(m) => match position(i, m.count()) {
+            Some(p) => tx.get(&elem_key(c.arg(1), m.list_head().wrapping_add(p)))?,
+            None => None,
+        },
+        None => None,
+    };
+    reply::opt_bulk(out, v.as_deref());
+    Ok(())
+}
+
+fn lset(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let i = int_arg(c.arg(2))?;
+    let Some(m) = tx.begin_typed(c.arg(1), Type::List)? else {
+        return Err(CmdError::err("no such key"));
+    };
+    let p = position(i, m.count()).ok_or_else(|| CmdError::err("index out of range"))?;
+    tx.put(
+        elem_key(c.arg(1), m.list_head().wrapping_add(p)),
+        c.arg(3).to_vec(),
+    );
+    reply::ok(out);
+    Ok(())
+}
+
+/// Replaces the whole list `key` (metadata `m`) with `vals`; deletes it when empty.
+fn rewrite(tx: &mut Tx<'_>, key: &[u8], m: &Meta, vals: &[Vec<u8>]) -> CmdResult<()> {
+    let head = m.list_head();
+    for p in 0..m.count() {
+        tx.delete(elem_key(key, head.wrapping_add(p)));
+    }
+    if vals.is_empty() {
+        return tx.remove(key, m);
+    }
+    for (p, v) in (0u64..).zip(vals) {
+        tx.put(elem_key(key, head.wrapping_add(p)), v.clone());
+    }
+    let n = u64::try_from(vals.len()).unwrap_or(u64::MAX);
+    tx.set_meta(key, Some(m), &Meta::list(n, head, m.expire_at));
+    Ok(())
+}
+
+fn linsert(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let before = if is(c.arg(2), "before") {
+        true
+    } else if is(c.arg(2), "after") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let key = c.arg(1);
+    let Some(m) = tx.begin_typed(key, Type::List)? else {
+        reply::int(out, 0);
+        return Ok(());
+    };
+    let mut vals = read(tx, key, &m, 0, m.count())?;
+    let Some(at) = vals.iter().position(|v| v == c.arg(3)) else {
+        reply::int(out, -1);
+        return Ok(());
+    };
+    vals.insert(if before { at } else { at + 1 }, c.arg(4).to_vec());
+    rewrite(tx, key, &m, &vals)?;
+    reply::int(out, len_i64(vals.len()));
+    Ok(())
+}
+
+fn lrem(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let n = int_arg(c.arg(2))?;
+    let key = c.arg(1);
+    let Some(m) = tx.begin_typed(key, Type::List)? else {
+        reply::int(out, 0);
+        return Ok(());
+    };
+    let mut vals = read(tx, key, &m, 0, m.count())?;
+    let target = c.arg(3);
+    let limit = if n == 0 {
+        usize::MAX
+    } else {
+        usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX)
+    };
+    let mut removed = 0usize;
+    if n >= 0 {
+        vals.retain(|v| {
+            let drop = removed < limit && v == target;
+            removed += usize::from(drop);
+            !drop
+        });
+    } else {
+        vals.reverse();
+        vals.retain(|v| {
+            let drop = removed < limit && v == target;
+            removed += usize::from(drop);
+            !drop
+        });
+        vals.reverse();
+    }
+    if removed > 0 {
+        rewrite(tx, key, &m, &vals)?;
+    }
+    reply::int(out, len_i64(removed));
+    Ok(())
+}
+
+fn ltrim(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let (start, stop) = (int_arg(c.arg(2))?, int_arg(c.arg(3))?);
+    let key = c.arg(1);
+    if let Some(m) = tx.begin_typed(key, Type::List)? {
+        let (from, to) = span(start, stop, m.count());
+        let head = m.list_head();
+        if from >= to {
+            tx.remove(key, &m)?;
+        } else {
+            for p in (0..from).chain(to..m.count()) {
+                tx.delete(elem_key(key, head.wrapping_add(p)));
+            }
+            let new = Meta::list(to - from, head.wrapping_add(from), m.expire_at);
+            tx.set_meta(key, Some(&m), &new);
+        }
+    }
+    reply::ok(out);
+    Ok(())
+}
+
+fn lpos(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let (mut rank, mut count, mut maxlen) = (1i64, None, 0u64);
+    let mut i = 3;
+    while i < c.len() {
+        if i + 1 >= c.len() {
+            return Err(CmdError::Syntax);
+        }
+        let v = int_arg(c.arg(i + 1))?;
+        if is(c.arg(i), "rank") {
+            if v == 0 || v == i64::MIN {
+                return Err(CmdError::err("RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"));
+            }
+            rank = v;
+        } else if is(c.arg(i), "count") {
+            count = Some(u64::try_from(v).map_err(|_| CmdError::err("COUNT can't be negative"))?);
+        } else if is(c.arg(i), "maxlen") {
+            maxlen = u64::try_from(v).map_err(|_| CmdError::err("MAXLEN can't be negative"))?;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        i += 2;
+    }
+    let mut found: Vec<u64> = Vec::new();
+    if let Some(m) = tx.typed(c.arg(1), Type::List)? {
+        let len = m.count();
+        let scan = if maxlen == 0 { len } else { maxlen.min(len) };
+        let (from, to) = if rank > 0 {
+            (0, scan)
+        } else {
+            (len - scan, len)
+        };
+        let vals = read(tx, c.arg(1), &m, from, to)?;
+        let want = match count {
+            Some(0) => u64::MAX,
+            Some(n) => n,
+            None => 1,
+        };
+        let mut skip = rank.unsigned_abs() - 1;
+        let pairs: Vec<(u64, &Vec<u8>)> = (from..).zip(vals.iter()).collect();
+        let positions: Box<dyn Iterator<Item = (u64, &Vec<u8>)>> = if rank > 0 {
+            Box::new(pairs.into_iter())
+        } else {
+            Box::new(pairs.into_iter().rev())
+        };
+        for (p, v) in positions {
+            if v != c.arg(2) {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            found.push(p);
+            if u64::try_from(found.len()).unwrap_or(u64::MAX) >= want {
+                break;
+            }
+        }
+    }
+    let as_int = |p: u64| i64::try_from(p).unwrap_or(i64::MAX);
+    if count.is_none() {
+        match found.first() {
+            Some(p) => reply::int(out, as_int(*p)),
+            None => reply::nil(out),
+        }
+    } else {
+        reply::array_header(out, found.len());
+        for p in found {
+            reply::int(out, as_int(p));
+        }
+    }
+    Ok(())
+}
+
+fn side(arg: &[u8]) -> CmdResult<bool> {
+    if is(arg, "left") {
+        Ok(true)
+    } else if is(arg, "right") {
+        Ok(false)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
+/// Moves one element from `src` to `dst`; `None` when `src` is empty.
+fn move_one(
+    tx: &mut Tx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> CmdResult<Option<Vec<u8>>> {
+    if tx.typed(src, Type::List)?.is_none() {
+        return Ok(None);
+    }
+    tx.typed(dst, Type::List)?;
+    let Some(v) = pop(tx, src, from_left, 1)?.pop() else {
+        return Ok(None);
+    };
+    push(tx, dst, &[&v], to_left, false)?;
+    Ok(Some(v))
+}
+
+fn lmove(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let (from, to) = (side(c.arg(3))?, side(c.arg(4))?);
+    let v = move_one(tx, c.arg(1), c.arg(2), from, to)?;
+    reply::opt_bulk(out, v.as_deref());
+    Ok(())
+}
+
+fn rpoplpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let v = move_one(tx, c.arg(1), c.arg(2), false, true)?;
+    reply::opt_bulk(out, v.as_deref());
+    Ok(())
+}
+
+/// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `at`.
+fn mpop_args(c: &Command, at: usize) -> CmdResult<(Vec<&[u8]>, bool, u64)> {
+    let n = int_arg(c.arg(at)).map_err(|_| CmdError::err("numkeys should be greater than 0"))?;
+    if n <= 0 {
+        return Err(CmdError::err("numkeys should be greater than 0"));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if n > c.len().saturating_sub(at + 2) {
+        return Err(CmdError::Syntax);
+    }
+    let keys: Vec<&[u8]> = (at + 1..=at + n).map(|i| c.arg(i)).collect();
+    let left = side(c.arg(at + n + 1))?;
+    let mut count = None;
+    let mut i = at + n + 2;
+    while i < c.len() {
+        if is(c.arg(i), "count") && i + 1 < c.len() && count.is_none() {
+            let v = int_arg(c.arg(i + 1))?;
+            count = Some(
+                u64::try_from(v)
+                    .ok()
+                    .filter(|&v| v > 0)
+                    .ok_or_else(|| CmdError::err("count should be greater than 0"))?,
+            );
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok((keys, left, count.unwrap_or(1)))
+}
+
+/// A key and the elements popped from it.
+type Popped = (Vec<u8>, Vec<Vec<u8>>);
+
+/// Pops from the first non-empty list of `keys`: (key, elements), or `None`.
+fn mpop(tx: &mut Tx<'_>, keys: &[&[u8]], left: bool, count: u64) -> CmdResult<Option<Popped>> {
+    for k in keys {
+        if tx.typed(k, Type::List)?.is_some() {
+            let vals = pop(tx, k, left, count)?;
+            return Ok(Some((k.to_vec(), vals)));
+        }
+    }
+    Ok(None)
+}
+
+fn mpop_reply(out: &mut Out, r: Option<Popped>) {
+    match r {
+        Some((k, vals)) => {
+            reply::array_header(out, 2);
+            reply::bulk(out, &k);
+            reply::bulk_array(out, vals.iter().map(Vec::as_slice));
+        }
+        None => reply::nil_array(out),
+    }
+}
+
+fn lmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let (keys, left, count) = mpop_args(c, 1)?;
+    let r = mpop(tx, &keys, left, count)?;
+    mpop_reply(out, r);
+    Ok(())
+}
+
+/// A blocking command's timeout argument in seconds (0 = forever).
+pub(crate) fn timeout_arg(arg: &[u8]) -> CmdResult<f64> {
+    let t = super::args::parse_f64(arg)
+        .filter(|t| t.is_finite())
+        .ok_or_else(|| CmdError::err("timeout is not a float or out of range"))?;
+    if t < 0.0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    Ok(t)
+}
+
+fn bpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out, left: bool) -> CmdResult<()> {
+    let timeout = timeout_arg(c.arg(c.len() - 1))?;
+    let keys: Vec<&[u8]> = (1..c.len() - 1).map(|i| c.arg(i)).collect();
+    match mpop(tx, &keys, left, 1)? {
+        Some((k, vals)) => {
+            reply::array_header(out, 2);
+            reply::bulk(out, &k);
+            reply::bulk(out, vals.first().map_or(&[][..], Vec::as_slice));
+            Ok(())
+        }
+        None => tx.block(timeout, out),
+    }
+}
+
+fn blpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    bpop(tx, c, out, true)
+}
+
+fn brpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    bpop(tx, c, out, false)
+}
+
+fn blmove(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let (from, to) = (side(c.arg(3))?, side(c.arg(4))?);
+    let timeout = timeout_arg(c.arg(5))?;
+    match move_one(tx, c.arg(1), c.arg(2), from, to)? {
+        Some(v) => {
+            reply::bulk(out, &v);
+            Ok(())
+        }
+        None => tx.block(timeout, out),
+    }
+}
+
+fn brpoplpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let timeout = timeout_arg(c.arg(3))?;
+    match move_one(tx, c.arg(1), c.arg(2), false, true)? {
+        Some(v) => {
+            reply::bulk(out, &v);
+            Ok(())
+        }
+        None => tx.block(timeout, out),
+    }
+}
+
+fn blmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let timeout = timeout_arg(c.arg(1))?;
+    let (keys, left, count) = mpop_args(c, 2)?;
+    match mpop(tx, &keys, left, count)? {
+        Some(r) => {
+            mpop_reply(out, Some(r));
+            Ok(())
+        }
+        None => tx.block(timeout, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn push_pop_range() {
+        let mut k = Kit::new();
+        k.expect(&["RPUSH", "l", "a", "b", "c"], ":3\r\n");
+        k.expect(&["LPUSH", "l", "z", "y"], ":5\r\n");
+        k.expect(
+            &["LRANGE", "l", "0", "-1"],
+            "*5\r\n$1\r\ny\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        );
+        k.expect(
+            &["LRANGE", "l", "-2", "100"],
+            "*2\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        );
+        k.expect(&["LRANGE", "l", "3", "1"], "*0\r\n");
+        k.expect(&["LLEN", "l"], ":5\r\n");
+        k.expect(&["LINDEX", "l", "-1"], "$1\r\nc\r\n");
+        k.expect(&["LINDEX", "l", "9"], "$-1\r\n");
+        k.ok(&["LSET", "l", "0", "Y"]);
+        k.expect(&["LSET", "l", "9", "x"], "-ERR index out of range\r\n");
+        k.expect(&["LSET", "nol", "0", "x"], "-ERR no such key\r\n");
+        k.expect(&["LPOP", "l"], "$1\r\nY\r\n");
+        k.expect(&["RPOP", "l", "2"], "*2\r\n$1\r\nc\r\n$1\r\nb\r\n");
+        k.expect(&["LPOP", "nol", "2"], "*-1\r\n");
+        k.expect(
+            &["LPOP", "l", "-1"],
+            "-ERR value is out of range, must be positive\r\n",
+        );
+        k.expect(&["LPUSHX", "nol", "a"], ":0\r\n");
+        k.expect(&["RPUSHX", "l", "q"], ":3\r\n");
+        k.expect(&["TYPE", "l"], "+list\r\n");
+        k.expect(
+            &["RPOP", "l", "10"],
+            "*3\r\n$1\r\nq\r\n$1\r\na\r\n$1\r\nz\r\n",
+        );
+        k.expect(&["EXISTS", "l"], ":0\r\n");
+    }
+
+    #[test]
+    fn insert_remove_trim_pos() {
+        let mut k = Kit::new();
+        k.int(&["RPUSH", "l", "a", "b", "a", "c", "a"]);
+        k.expect(&["LINSERT", "l", "BEFORE", "c", "x"], ":6\r\n");
+        k.expect(&["LINSERT", "l", "AFTER", "nope", "x"], ":-1\r\n");
+        k.expect(
+            &["LINSERT", "l", "MIDDLE", "c", "x"],
+            "-ERR syntax error\r\n",
+        );
+        k.expect(&["LPOS", "l", "a"], ":0\r\n");
+        k.expect(&["LPOS", "l", "a", "RANK", "-1"], ":5\r\n");
+        k.expect(
+            &["LPOS", "l", "a", "COUNT", "0"],
+            "*3\r\n:0\r\n:2\r\n:5\r\n",
+        );
+        k.expect(&["LPOS", "l", "a", "RANK", "0"], "-ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list\r\n");
+        k.expect(&["LREM", "l", "-1", "a"], ":1\r\n");
+        k.expect(
+            &["LRANGE", "l", "0", "-1"],
+            "*5\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nx\r\n$1\r\nc\r\n",
+        );
+        k.expect(&["LREM", "l", "0", "a"], ":2\r\n");
+        k.ok(&["LTRIM", "l", "1", "-1"]);
+        k.expect(&["LRANGE", "l", "0", "-1"], "*2\r\n$1\r\nx\r\n$1\r\nc\r\n");
+        k.ok(&["LTRIM", "l", "5", "10"]);
+        k.expect(&["EXISTS", "l"], ":0\r\n");
+    }
+
+    #[test]
+    fn moves_and_mpop() {
+        let mut k = Kit::new();
+        k.int(&["RPUSH", "a", "1", "2", "3"]);
+        k.expect(&["LMOVE", "a", "b", "LEFT", "RIGHT"], "$1\r\n1\r\n");
+        k.expect(&["RPOPLPUSH", "a", "b"], "$1\r\n3\r\n");
+        k.expect(&["LRANGE", "b", "0", "-1"], "*2\r\n$1\r\n3\r\n$1\r\n1\r\n");
+        k.expect(&["RPOPLPUSH", "a", "a"], "$1\r\n2\r\n");
+        k.expect(
+            &["LMPOP", "2", "none", "b", "LEFT", "COUNT", "5"],
+            "*2\r\n$1\r\nb\r\n*2\r\n$1\r\n3\r\n$1\r\n1\r\n",
+        );
+        k.expect(&["LMPOP", "1", "none", "LEFT"], "*-1\r\n");
+        k.expect(
+            &["LMPOP", "0", "a", "LEFT"],
+            "-ERR numkeys should be greater than 0\r\n",
+        );
+        k.expect(
+            &["LMPOP", "1", "a", "LEFT", "COUNT", "0"],
+            "-ERR count should be greater than 0\r\n",
+        );
+        // Not blocking in this harness's context: an available element is served.
+        k.expect(&["BLPOP", "none", "a", "0"], "*2\r\n$1\r\na\r\n$1\r\n2\r\n");
+        k.expect(&["BLPOP", "a", "-1"], "-ERR timeout is negative\r\n");
+        k.expect(
+            &["BLPOP", "a", "x"],
+            "-ERR timeout is not a float or out of range\r\n",
+        );
+    }
+}
