@@ -1,5 +1,6 @@
-//! Model test: random histories of put / delete / batch / get / scan / iterate /
-//! reopen against a `BTreeMap`, on small FastStores so generation switches happen.
+//! Model test: random histories of put / delete / batch / get / scan (both directions,
+//! and both ends of one iterator interleaved) / iterate / snapshot reads / reopen
+//! against a `BTreeMap`, on small FastStores so generation switches happen.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -14,7 +15,11 @@ enum Op {
     Batch(Vec<(u16, Option<usize>)>),
     Get(u16),
     Scan(u16, u16, usize),
+    ScanRev(u16, u16, usize),
+    /// Both ends of one iterator; bit i of the pattern: next (0) or next_back (1).
+    TwoEnds(u16, u16, u64),
     IterDuringWrites(u16),
+    SnapshotGet(u16),
     Reopen,
     Flush,
     Compact,
@@ -35,6 +40,14 @@ fn value(k: u16, n: usize) -> Vec<u8> {
     (0..len).map(|i| (k as usize + n + i) as u8).collect()
 }
 
+fn ordered(a: u16, b: u16) -> (Vec<u8>, Vec<u8>) {
+    if key(a) <= key(b) {
+        (key(a), key(b))
+    } else {
+        (key(b), key(a))
+    }
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let k = 0u16..300;
     prop_oneof![
@@ -43,7 +56,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => proptest::collection::vec((k.clone(), proptest::option::of(0usize..1000)), 1..6).prop_map(Op::Batch),
         3 => k.clone().prop_map(Op::Get),
         1 => (k.clone(), k.clone(), 1usize..50).prop_map(|(a, b, l)| Op::Scan(a, b, l)),
-        1 => k.prop_map(Op::IterDuringWrites),
+        1 => (k.clone(), k.clone(), 1usize..50).prop_map(|(a, b, l)| Op::ScanRev(a, b, l)),
+        1 => (k.clone(), k.clone(), any::<u64>()).prop_map(|(a, b, p)| Op::TwoEnds(a, b, p)),
+        1 => k.clone().prop_map(Op::IterDuringWrites),
+        1 => k.prop_map(Op::SnapshotGet),
         1 => Just(Op::Reopen),
         1 => Just(Op::Flush),
         1 => Just(Op::Compact),
@@ -130,6 +146,48 @@ fn check_with(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
                     .collect();
                 prop_assert_eq!(got, want);
             }
+            Op::ScanRev(a, b, limit) => {
+                let (lo, hi) = ordered(a, b);
+                let got: Vec<_> = d
+                    .iter(lo.clone()..hi.clone())
+                    .map_err(fail)?
+                    .rev()
+                    .take(limit)
+                    .collect::<Result<_, _>>()
+                    .map_err(fail)?;
+                let want: Vec<_> = model
+                    .range(lo..hi)
+                    .rev()
+                    .take(limit)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                prop_assert_eq!(got, want);
+            }
+            Op::TwoEnds(a, b, pattern) => {
+                let (lo, hi) = ordered(a, b);
+                let mut want: std::collections::VecDeque<_> = model
+                    .range(lo.clone()..=hi.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut it = d.iter(lo..=hi).map_err(fail)?;
+                for i in 0..(want.len() + 2) {
+                    let (got, expect) = if (pattern >> (i % 64)) & 1 == 0 {
+                        (it.next(), want.pop_front())
+                    } else {
+                        (it.next_back(), want.pop_back())
+                    };
+                    prop_assert_eq!(got.transpose().map_err(fail)?, expect, "step {}", i);
+                }
+            }
+            Op::SnapshotGet(k) => {
+                let snap = d.snapshot().map_err(fail)?;
+                let before = model.get(&key(k)).cloned();
+                d.put(&key(k), b"after-the-snapshot").map_err(fail)?;
+                model.insert(key(k), b"after-the-snapshot".to_vec());
+                prop_assert_eq!(snap.get(&key(k)).map_err(fail)?, before);
+                let now = d.get(&key(k)).map_err(fail)?;
+                prop_assert_eq!(now.as_deref(), Some(&b"after-the-snapshot"[..]));
+            }
             Op::IterDuringWrites(k) => {
                 // The iterator sees the snapshot taken at its creation, not later writes.
                 let snapshot = model.clone();
@@ -169,7 +227,15 @@ fn check_with(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
             .collect::<Result<_, _>>()
             .map_err(fail)?;
         let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        prop_assert_eq!(all, want, "round {}", round);
+        prop_assert_eq!(&all, &want, "round {}", round);
+        let mut rev: Vec<_> = d
+            .iter(..)
+            .map_err(fail)?
+            .rev()
+            .collect::<Result<_, _>>()
+            .map_err(fail)?;
+        rev.reverse();
+        prop_assert_eq!(rev, want, "reverse, round {}", round);
         drop(db.take());
         db = Some(Db::open(&dir, opts()).map_err(fail)?);
     }
@@ -195,6 +261,8 @@ fn many_switches_then_reopen() -> Result<(), TestCaseError> {
         ops.push(match i % 11 {
             0 => Op::Delete(k),
             5 => Op::Scan(k, k.wrapping_add(40) % 300, 20),
+            7 => Op::ScanRev(k, k.wrapping_add(90) % 300, 30),
+            9 => Op::TwoEnds(k, k.wrapping_add(60) % 300, u64::from(i) * 0x9E37_79B9),
             _ => Op::Put(k, i as usize),
         });
         if i % 700 == 0 {

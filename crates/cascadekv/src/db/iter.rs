@@ -1,10 +1,18 @@
-//! Range iteration over a consistent snapshot.
+//! Range iteration over a consistent snapshot, in both directions.
 //!
 //! A [`DbIter`] owns a [`Snapshot`] and merges its stages newest first: for each key
 //! the newest stage holding a version visible at the snapshot decides, and tombstones
-//! hide the key. Entries are fetched in small batches, each batch a fresh seek, so the
-//! iterator holds no lock and no index reference between calls; writes made after the
-//! snapshot are never seen, however long the iteration takes.
+//! hide the key. Entries are fetched in small batches, each batch a fresh seek from
+//! the end it continues, so the iterator holds no lock and no index reference between
+//! calls; writes made after the snapshot are never seen, however long the iteration
+//! takes.
+//!
+//! A batch asks every stage for at most `batch` keys beyond the last one handed out.
+//! A stage that stopped early reports where; keys up to the nearest such stop are
+//! complete in every stage, so only those are handed out and the next batch resumes
+//! there. The front (`next`) walks up from the range's start, the back (`next_back`)
+//! walks down from its end; each remembers the last key it yielded, and neither yields
+//! a key the other has already passed, so every key comes out exactly once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -15,21 +23,45 @@ use crate::value::Value;
 
 const BATCH: usize = 128;
 
-/// Iterator over `(key, value)` pairs in key order, from a consistent snapshot.
+/// Iterator over `(key, value)` pairs in key order — and, through
+/// [`DoubleEndedIterator`] (`.rev()`), in reverse — from a consistent snapshot.
 pub struct DbIter<'a> {
     snap: Snapshot<'a>,
+    /// Lower bound of the range.
     lo: Bound<Vec<u8>>,
+    /// Upper bound of the range.
     hi: Bound<Vec<u8>>,
-    buf: VecDeque<(Vec<u8>, Vec<u8>)>,
-    done: bool,
+    front: Side,
+    back: Side,
     /// Entries fetched per stage per refill.
     batch: usize,
 }
 
+/// One end of the iteration.
+#[derive(Default)]
+struct Side {
+    /// Fetched, not yet yielded; in the order this side yields them.
+    buf: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// Resume after this key (exclusive); `None` = from the range's own bound.
+    resume: Option<Vec<u8>>,
+    /// Last key yielded from this side.
+    last: Option<Vec<u8>>,
+    /// No more keys on this side.
+    done: bool,
+}
+
 impl std::fmt::Debug for DbIter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DbIter").field("snap", &self.snap).finish()
+        f.debug_struct("DbIter")
+            .field("snap", &self.snap)
+            .finish_non_exhaustive()
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Forward,
+    Backward,
 }
 
 impl<'a> DbIter<'a> {
@@ -38,8 +70,8 @@ impl<'a> DbIter<'a> {
             snap,
             lo,
             hi,
-            buf: VecDeque::new(),
-            done: false,
+            front: Side::default(),
+            back: Side::default(),
             batch: BATCH,
         }
     }
@@ -48,22 +80,36 @@ impl<'a> DbIter<'a> {
     pub(super) fn set_batch(&mut self, n: usize) {
         self.batch = n.clamp(1, BATCH);
     }
-}
 
-impl DbIter<'_> {
-    fn refill(&mut self) -> Result<()> {
-        let lo = as_ref(&self.lo);
-        let hi = as_ref(&self.hi);
+    fn refill(&mut self, dir: Dir) -> Result<()> {
+        let (lo, hi) = match dir {
+            Dir::Forward => (
+                self.front
+                    .resume
+                    .as_deref()
+                    .map_or(as_ref(&self.lo), Bound::Excluded),
+                as_ref(&self.hi),
+            ),
+            Dir::Backward => (
+                as_ref(&self.lo),
+                self.back
+                    .resume
+                    .as_deref()
+                    .map_or(as_ref(&self.hi), Bound::Excluded),
+            ),
+        };
         let mut cutoff: Option<Box<[u8]>> = None;
         // One sorted run per stage, newest stage first.
         let mut runs: Vec<Vec<(Box<[u8]>, Value)>> = Vec::new();
         let stages = &self.snap.stages;
         for fs in stages.fast() {
             let mut out = Vec::new();
-            let last = fs
-                .index()
-                .collect_range(lo, hi, self.snap.epoch, self.batch, &mut out);
-            lower(&mut cutoff, last);
+            let (idx, snap, max) = (fs.index(), self.snap.epoch, self.batch);
+            let last = match dir {
+                Dir::Forward => idx.collect_range(lo, hi, snap, max, &mut out),
+                Dir::Backward => idx.collect_range_rev(lo, hi, snap, max, &mut out),
+            };
+            tighten(dir, &mut cutoff, last);
             if !out.is_empty() {
                 runs.push(
                     out.into_iter()
@@ -79,13 +125,16 @@ impl DbIter<'_> {
             .chain(std::iter::once(stages.stable.tables()));
         for set in tables {
             let mut out = Vec::new();
-            let last = set.collect_range(lo, hi, self.batch, &mut out)?;
-            lower(&mut cutoff, last);
+            let last = match dir {
+                Dir::Forward => set.collect_range(lo, hi, self.batch, &mut out)?,
+                Dir::Backward => set.collect_range_rev(lo, hi, self.batch, &mut out)?,
+            };
+            tighten(dir, &mut cutoff, last);
             if !out.is_empty() {
                 runs.push(out);
             }
         }
-        let merged: Vec<(Box<[u8]>, Value)> = if runs.len() <= 1 {
+        let mut merged: Vec<(Box<[u8]>, Value)> = if runs.len() <= 1 {
             // One stage has data in this range: it is already sorted and unique.
             runs.pop().unwrap_or_default()
         } else {
@@ -96,15 +145,27 @@ impl DbIter<'_> {
                     m.entry(k).or_insert(v);
                 }
             }
-            m.into_iter().collect()
+            let v: Vec<_> = m.into_iter().collect();
+            if dir == Dir::Backward {
+                v.into_iter().rev().collect()
+            } else {
+                v
+            }
         };
-        if let Some(c) = &cutoff {
-            self.lo = Bound::Excluded(c.to_vec());
-        } else {
-            self.done = true;
+        let side = match dir {
+            Dir::Forward => &mut self.front,
+            Dir::Backward => &mut self.back,
+        };
+        match &cutoff {
+            Some(c) => side.resume = Some(c.to_vec()),
+            None => side.done = true,
         }
-        for (k, v) in merged {
-            if cutoff.as_ref().is_some_and(|c| k > *c) {
+        for (k, v) in merged.drain(..) {
+            let beyond = cutoff.as_ref().is_some_and(|c| match dir {
+                Dir::Forward => k > *c,
+                Dir::Backward => k < *c,
+            });
+            if beyond {
                 break;
             }
             let val = match v {
@@ -112,18 +173,63 @@ impl DbIter<'_> {
                 other => self.snap.engine.resolve(&k, other.as_value_ref())?,
             };
             if let Some(val) = val {
-                self.buf.push_back((k.into_vec(), val));
+                side.buf.push_back((k.into_vec(), val));
             }
         }
         Ok(())
     }
+
+    /// The next entry from one end, unless it reaches what the other end yielded.
+    fn step(&mut self, dir: Dir) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            let side = match dir {
+                Dir::Forward => &mut self.front,
+                Dir::Backward => &mut self.back,
+            };
+            if let Some((k, v)) = side.buf.pop_front() {
+                let other = match dir {
+                    Dir::Forward => &self.back,
+                    Dir::Backward => &self.front,
+                };
+                let met = other.last.as_ref().is_some_and(|o| match dir {
+                    Dir::Forward => k >= *o,
+                    Dir::Backward => k <= *o,
+                });
+                let side = match dir {
+                    Dir::Forward => &mut self.front,
+                    Dir::Backward => &mut self.back,
+                };
+                if met {
+                    side.buf.clear();
+                    side.done = true;
+                    return None;
+                }
+                side.last = Some(k.clone());
+                return Some(Ok((k, v)));
+            }
+            if side.done {
+                return None;
+            }
+            if let Err(e) = self.refill(dir) {
+                self.front.done = true;
+                self.back.done = true;
+                self.front.buf.clear();
+                self.back.buf.clear();
+                return Some(Err(e));
+            }
+        }
+    }
 }
 
-/// Keeps the smallest "stopped early at" key: entries up to it are complete in every
-/// stage.
-fn lower(cutoff: &mut Option<Box<[u8]>>, last: Option<Box<[u8]>>) {
+/// Keeps the nearest "stopped early at" key: entries up to it (from the side being
+/// filled) are complete in every stage.
+fn tighten(dir: Dir, cutoff: &mut Option<Box<[u8]>>, last: Option<Box<[u8]>>) {
     if let Some(last) = last {
-        if cutoff.as_ref().is_none_or(|c| last < *c) {
+        let nearer = cutoff.as_ref().is_none_or(|c| match dir {
+            Dir::Forward => last < *c,
+            Dir::Backward => last > *c,
+        });
+        if nearer {
             *cutoff = Some(last);
         }
     }
@@ -141,12 +247,12 @@ impl Iterator for DbIter<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while self.buf.is_empty() && !self.done {
-            if let Err(e) = self.refill() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
-        self.buf.pop_front().map(Ok)
+        self.step(Dir::Forward)
+    }
+}
+
+impl DoubleEndedIterator for DbIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.step(Dir::Backward)
     }
 }

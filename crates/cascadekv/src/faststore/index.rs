@@ -360,6 +360,117 @@ impl Index {
         }
     }
 
+    /// The leaf holding the largest keys inside `hi` (`Included`: `<= k`, `Excluded`:
+    /// `< k`) according to the current root, and the smallest key of that leaf's range
+    /// when it was reached (`None` for the leftmost leaf). A leaf's lower bound never
+    /// changes (a split moves its upper half right), so every key of the index below
+    /// that bound lies in leaves further left.
+    fn leaf_below(&self, hi: Bound<&[u8]>) -> (Arc<LeafNode>, Option<IKey>) {
+        let root = self.root.load();
+        let mut n: &Node = &root;
+        let mut low: Option<IKey> = None;
+        loop {
+            match n {
+                Node::Leaf(l) => return (l.clone(), low),
+                Node::Inner(i) => {
+                    let c = match hi {
+                        Bound::Unbounded => i.seps.len(),
+                        Bound::Included(k) => i.child_for(&Probe::new(k)),
+                        Bound::Excluded(k) => i.child_below(&Probe::new(k)),
+                    };
+                    if let Some(s) = c.checked_sub(1).and_then(|j| i.seps.get(j)) {
+                        low = Some(s.clone());
+                    }
+                    match i.kid(c) {
+                        Some(k) => n = k,
+                        None => return (first_leaf(i), None),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Like [`Index::collect_range`] in descending key order: visits up to `max`
+    /// entries in `(lo, hi)` from the top, appending each with its version at `snap`;
+    /// returns the last (smallest) key visited if it stopped because `max` was reached.
+    ///
+    /// Leaves link only rightwards, so each step finds the leaf below the current upper
+    /// bound from the root, reads that leaf and any right siblings a split left below
+    /// the bound (B-link rule), and hands their keys out backwards; the next step's
+    /// upper bound is that leaf's lower bound.
+    pub fn collect_range_rev(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        snap: u64,
+        max: usize,
+        out: &mut Vec<(Box<[u8]>, Version)>,
+    ) -> Option<Box<[u8]>> {
+        if bounds_empty(lo, hi) {
+            return None;
+        }
+        let mut visited = 0;
+        let mut upper: Option<IKey> = None; // later steps: strictly below this key
+        loop {
+            let (ub, inclusive): (Option<Box<[u8]>>, bool) = match (&upper, hi) {
+                (Some(u), _) => (Some(u.to_boxed()), false),
+                (None, Bound::Included(k)) => (Some(k.into()), true),
+                (None, Bound::Excluded(k)) => (Some(k.into()), false),
+                (None, Bound::Unbounded) => (None, false),
+            };
+            let below = |k: &IKey| match &ub {
+                None => true,
+                Some(u) => match k.cmp_probe(&Probe::new(u)) {
+                    std::cmp::Ordering::Less => true,
+                    std::cmp::Ordering::Equal => inclusive,
+                    std::cmp::Ordering::Greater => false,
+                },
+            };
+            let bound_now = match (&ub, inclusive) {
+                (None, _) => Bound::Unbounded,
+                (Some(u), true) => Bound::Included(&u[..]),
+                (Some(u), false) => Bound::Excluded(&u[..]),
+            };
+            let (leaf, low) = self.leaf_below(bound_now);
+            // Keys of this leaf and its right siblings inside [lo, upper bound).
+            let mut step: Vec<(Box<[u8]>, Option<Version>)> = Vec::new();
+            let mut cur = Some(leaf);
+            'walk: while let Some(l) = cur {
+                let g = l.read();
+                for pos in g.lower(lo)..g.len() {
+                    let en = &g.entries[g.at(pos)];
+                    if !below(&en.key) {
+                        break 'walk;
+                    }
+                    step.push((en.key.to_boxed(), visible(&en.slot, snap)));
+                }
+                let next = g.next.clone();
+                cur = next;
+            }
+            for (k, v) in step.into_iter().rev() {
+                visited += 1;
+                if let Some(v) = v {
+                    out.push((k.clone(), v));
+                }
+                if visited >= max {
+                    return Some(k);
+                }
+            }
+            // Continue left of this leaf unless it already reaches below `lo`.
+            let low = low?;
+            let done = match lo {
+                Bound::Unbounded => false,
+                Bound::Included(l) | Bound::Excluded(l) => {
+                    low.cmp_probe(&Probe::new(l)) != std::cmp::Ordering::Greater
+                }
+            };
+            if done {
+                return None;
+            }
+            upper = Some(low);
+        }
+    }
+
     /// Visits every key with its newest version, in key order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &Version)) {
         let mut cur = Some(self.leaf_for(None));
@@ -463,11 +574,50 @@ mod tests {
                 None => break,
             }
         }
-        let want: Vec<_> = model.range(lo..hi).map(|(k, _)| k.clone()).collect();
+        let want: Vec<_> = model
+            .range(lo.clone()..hi.clone())
+            .map(|(k, _)| k.clone())
+            .collect();
         assert_eq!(
             out.into_iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(),
             want
         );
+        // The same ranges downwards, in batches, for each kind of bound.
+        let bound = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(k) => Bound::Included(k.clone()),
+            Bound::Excluded(k) => Bound::Excluded(k.clone()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        for (lo_b, hi_b) in [
+            (Bound::Included(lo.clone()), Bound::Excluded(hi.clone())),
+            (Bound::Excluded(lo.clone()), Bound::Included(hi.clone())),
+            (Bound::Unbounded, Bound::Unbounded),
+            (Bound::Unbounded, Bound::Included(lo.clone())),
+        ] {
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let mut upper = bound(&hi_b);
+            loop {
+                let mut out = Vec::new();
+                let last = i.collect_range_rev(
+                    lo_b.as_ref().map(Vec::as_slice),
+                    upper.as_ref().map(Vec::as_slice),
+                    u64::MAX,
+                    257,
+                    &mut out,
+                );
+                got.extend(out.into_iter().map(|(k, _)| k.to_vec()));
+                match last {
+                    Some(l) => upper = Bound::Excluded(l.to_vec()),
+                    None => break,
+                }
+            }
+            let want: Vec<Vec<u8>> = model
+                .range::<Vec<u8>, _>((bound(&lo_b), bound(&hi_b)))
+                .rev()
+                .map(|(k, _)| k.clone())
+                .collect();
+            assert_eq!(got, want, "{lo_b:?}..{hi_b:?}");
+        }
     }
 
     #[test]

@@ -268,6 +268,49 @@ impl Lst {
         Ok(())
     }
 
+    /// Calls `f(key, value)` for entries with `key <= hi` (`key < hi` when `exclusive`;
+    /// every entry for `None`) in descending key order until `f` returns false.
+    pub fn scan_rev(
+        &self,
+        hi: Option<&[u8]>,
+        exclusive: bool,
+        mut f: impl FnMut(&[u8], ValueRef<'_>) -> bool,
+    ) -> Result<()> {
+        let ioff = u64::from(self.index_off);
+        let idx = self.index()?;
+        let last = match hi {
+            Some(k) => match idx.child_for(k).ok_or_else(|| self.undecodable(ioff))? {
+                Some(i) => i,
+                None => return Ok(()),
+            },
+            None => match idx.count().checked_sub(1) {
+                Some(i) => i,
+                None => return Ok(()),
+            },
+        };
+        for i in (0..=last).rev() {
+            let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
+            let data = self.block(e.addr, e.units, BlockKind::Data)?;
+            // Entries before `end` (exclusive) are inside the bound.
+            let end = match hi {
+                Some(k) if i == last => {
+                    match data.search(k).ok_or_else(|| self.undecodable(e.addr))? {
+                        Ok(j) if !exclusive => j + 1,
+                        Ok(j) | Err(j) => j,
+                    }
+                }
+                _ => data.count(),
+            };
+            for j in (0..end).rev() {
+                let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
+                if !f(k, v) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
     #[cfg(test)]
     /// Reads every block and checks it (used by tests and tools).
     pub fn verify(&self) -> Result<u64> {

@@ -165,6 +165,55 @@ impl TableSet {
         }
         Ok(last)
     }
+
+    /// Like [`TableSet::collect_range`] in descending key order: appends up to `max`
+    /// entries in `(lo, hi)` from the top; returns the last (smallest) key visited if
+    /// it stopped because of `max`.
+    pub fn collect_range_rev(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        max: usize,
+        out: &mut Vec<(Box<[u8]>, Value)>,
+    ) -> Result<Option<Box<[u8]>>> {
+        let (hi_key, exclusive) = match hi {
+            Bound::Included(k) => (Some(k), false),
+            Bound::Excluded(k) => (Some(k), true),
+            Bound::Unbounded => (None, false),
+        };
+        // Tables whose smallest key is inside `hi`, from the top.
+        let tables = self
+            .tables
+            .range::<[u8], _>((Bound::Unbounded, hi))
+            .rev()
+            .map(|(_, l)| l);
+        let mut visited = 0;
+        let mut last: Option<Box<[u8]>> = None;
+        let mut stop = false;
+        for l in tables {
+            if !inside_lo(lo, &l.max_key) {
+                break;
+            }
+            l.scan_rev(hi_key, exclusive, |k, v| {
+                if !inside_lo(lo, k) {
+                    stop = true;
+                    return false;
+                }
+                visited += 1;
+                out.push((k.into(), v.to_owned_value()));
+                if visited >= max {
+                    last = Some(k.into());
+                    stop = true;
+                    return false;
+                }
+                true
+            })?;
+            if stop {
+                break;
+            }
+        }
+        Ok(last)
+    }
 }
 
 fn inside_lo(lo: Bound<&[u8]>, k: &[u8]) -> bool {
