@@ -370,7 +370,16 @@ fn bench_settings(
     let cfg = micro::BenchConfig {
         num: a.num,
         ops: a.ops,
-        duration: a.duration.map(std::time::Duration::from_secs_f64),
+        duration: a
+            .duration
+            .map(|secs| {
+                std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+                    inval(format!(
+                        "--duration {secs}: use a non-negative number of seconds"
+                    ))
+                })
+            })
+            .transpose()?,
         threads: a.threads,
         key_size: a.key_size.max(8),
         value_size: parse_range(&a.value_size).map_err(inval)?,
