@@ -26,6 +26,10 @@ pub struct RocksEngine {
 /// Opens (or creates) RocksDB in `dir`. `sync` fsyncs the WAL on every write;
 /// `block_cache_bytes` sizes the LRU block cache. See the crate docs for the rest of
 /// the configuration.
+///
+/// # Errors
+///
+/// RocksDB's error opening `dir`, as text.
 pub fn open(dir: &Path, sync: bool, block_cache_bytes: usize) -> Result<RocksEngine, String> {
     let cache = Cache::new_lru_cache(block_cache_bytes);
     let mut table = BlockBasedOptions::default();
@@ -58,6 +62,7 @@ pub fn open(dir: &Path, sync: bool, block_cache_bytes: usize) -> Result<RocksEng
 
 impl RocksEngine {
     /// The database, for callers that want RocksDB-specific calls.
+    #[must_use]
     pub fn db(&self) -> &DB {
         &self.db
     }
@@ -80,14 +85,14 @@ impl RocksEngine {
                 name.ends_with(".sst") || name.ends_with(".log")
             })
             .filter_map(|e| e.metadata().ok())
-            .filter(|m| m.is_file())
+            .filter(std::fs::Metadata::is_file)
             .map(|m| m.len())
             .sum()
     }
 }
 
 impl Engine for RocksEngine {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "rocksdb"
     }
 
@@ -160,6 +165,10 @@ impl Engine for RocksEngine {
         let written = self.opts.get_ticker_count(Ticker::WalFileBytes)
             + self.opts.get_ticker_count(Ticker::FlushWriteBytes)
             + self.opts.get_ticker_count(Ticker::CompactWriteBytes);
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "byte counts far below 2^53, as a ratio"
+        )]
         let write_amp = if user == 0 {
             0.0
         } else {

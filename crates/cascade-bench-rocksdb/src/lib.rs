@@ -23,8 +23,16 @@
 //! * Statistics on at `ExceptHistogramOrTimers` (tickers only, per-core counters) to
 //!   report write amplification.
 
-#![deny(clippy::unwrap_used)]
-#![deny(missing_docs)]
+#![deny(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
 
 #[cfg(feature = "rocksdb")]
 mod engine;

@@ -59,7 +59,9 @@ fn shard() -> &'static AtomicIsize {
 /// samples the peak.
 pub fn heap_bytes() -> usize {
     let sum: isize = CURRENT.iter().map(|s| s.0.load(Relaxed)).sum();
-    let now = sum.max(0) as usize;
+    // Shards are read one at a time while other threads allocate and free, so the
+    // sum can momentarily dip below 0; count that as 0.
+    let now = usize::try_from(sum).unwrap_or(0);
     PEAK.fetch_max(now, Relaxed);
     now
 }
@@ -80,16 +82,30 @@ pub fn reset_peak() {
     heap_bytes();
 }
 
+/// `size` is a `Layout` size or a `realloc` size, both at most `isize::MAX` by the
+/// `GlobalAlloc` contract.
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "allocation sizes never exceed isize::MAX, so the cast is lossless"
+)]
 fn record_alloc(size: usize) {
     shard().fetch_add(size as isize, Relaxed);
 }
 
+/// `size` is a `Layout` size, at most `isize::MAX`.
+#[expect(
+    clippy::cast_possible_wrap,
+    reason = "allocation sizes never exceed isize::MAX, so the cast is lossless"
+)]
 fn record_dealloc(size: usize) {
     shard().fetch_sub(size as isize, Relaxed);
 }
 
 // SAFETY: every method forwards to `System`, which upholds the `GlobalAlloc`
-// contract; the bookkeeping only touches atomics and never allocates.
+// contract, and returns its result unchanged. The bookkeeping only touches atomics
+// and a `const`-initialised thread-local without a destructor (a plain TLS slot on
+// targets with native thread-locals, such as Linux), so it does not allocate or
+// re-enter the allocator, and it cannot panic, so nothing unwinds out of these methods.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller guarantees `layout` has non-zero size, as `System` requires.
@@ -117,8 +133,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller guarantees `ptr`/`layout` describe a live block
-        // from this allocator and that `new_size` is valid for `layout.align()`.
+        // SAFETY: the caller guarantees that `ptr` is a live block from this allocator
+        // (hence from `System`) allocated with `layout`, and that `new_size` is
+        // non-zero and does not overflow `isize` when rounded up to `layout.align()`.
         let new_ptr = unsafe { System.realloc(ptr, layout, new_size) };
         if !new_ptr.is_null() {
             // On failure the old block stays live and the counters are unchanged.

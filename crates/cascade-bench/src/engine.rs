@@ -30,16 +30,36 @@ pub trait Engine: Send + Sync {
     /// Short name used in reports.
     fn name(&self) -> &str;
     /// Sets a key.
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
     /// Reads a key.
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text (a missing key is `Ok(None)`).
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
     /// Deletes a key.
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text.
     fn delete(&self, key: &[u8]) -> Result<(), String>;
     /// Reads up to `n` pairs from the first key `>= start`; returns how many it read
     /// and leaves the last key read in `last` (unchanged if none).
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text.
     fn scan(&self, start: &[u8], n: usize, last: &mut Vec<u8>) -> Result<usize, String>;
     /// Moves buffered data to its final place (CascadeKV: flush + compact; RocksDB:
     /// flush memtables + wait for compactions). Used by `settle`.
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text.
     fn settle(&self) -> Result<(), String>;
     /// Current sizes.
     fn stats(&self) -> EngineStats;
@@ -54,6 +74,10 @@ pub struct CascadeEngine {
 
 impl CascadeEngine {
     /// Opens CascadeKV in `dir` with `opts`.
+    ///
+    /// # Errors
+    ///
+    /// [`Db::open`]'s error, as text.
     pub fn open(name: &str, dir: &std::path::Path, opts: Options) -> Result<Self, String> {
         let durability = opts.durability;
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
@@ -65,6 +89,10 @@ impl CascadeEngine {
     }
 
     /// The `dram-index` peer: the same index and logs, stages switched off.
+    ///
+    /// # Errors
+    ///
+    /// [`Db::open`]'s error, as text.
     pub fn open_dram_index(dir: &std::path::Path, opts: Options) -> Result<Self, String> {
         let opts = Options {
             faststore_capacity: u64::MAX / 4,

@@ -57,6 +57,7 @@ const FNV_PRIME_64: u64 = 1_099_511_628_211;
 /// comes back unchanged: the result is below `2^63` except for that one value, which
 /// is returned as the same bits (`1 << 63`). [`key_name`] prints it as Java does
 /// (`-9223372036854775808`).
+#[must_use]
 pub fn fnvhash64(val: u64) -> u64 {
     let mut hash = FNV_OFFSET_BASIS_64;
     let mut v = val;
@@ -69,6 +70,11 @@ pub fn fnvhash64(val: u64) -> u64 {
 }
 
 /// Java's `Math.abs` on the `long` with these bits, returned as bits.
+#[expect(
+    clippy::cast_possible_wrap,
+    clippy::cast_sign_loss,
+    reason = "reinterprets the bits as Java's signed long and back, as the Java code does"
+)]
 fn java_abs(bits: u64) -> u64 {
     (bits as i64).wrapping_abs() as u64
 }
@@ -81,6 +87,7 @@ pub fn next_f64(rng: &mut Rng) -> f64 {
 
 /// `ZipfianGenerator.zetastatic(st, n, theta, initialsum)`: `initial` plus
 /// `sum_{i=st}^{n-1} 1 / (i+1)^theta`.
+#[must_use]
 pub fn zeta_static(st: u64, n: u64, theta: f64, initial: f64) -> f64 {
     let mut sum = initial;
     for i in st..n {
@@ -107,6 +114,7 @@ pub struct Zipfian {
 
 impl Zipfian {
     /// Items `0..items` with theta = [`ZIPFIAN_CONSTANT`] (computes zeta: O(items)).
+    #[must_use]
     pub fn new(items: u64) -> Self {
         Self::build(
             0,
@@ -117,17 +125,20 @@ impl Zipfian {
     }
 
     /// Items `min..=max` with theta = [`ZIPFIAN_CONSTANT`].
+    #[must_use]
     pub fn with_range(min: u64, max: u64) -> Self {
         Self::with_theta(min, max, ZIPFIAN_CONSTANT)
     }
 
     /// Items `min..=max` with Zipfian constant `theta` (in `(0, 1)`).
+    #[must_use]
     pub fn with_theta(min: u64, max: u64, theta: f64) -> Self {
         let items = range_len(min, max);
         Self::build(min, items, theta, zeta_static(0, items, theta, 0.0))
     }
 
     /// Items `min..=max` with a precomputed `zetan` (YCSB's 4-argument constructor).
+    #[must_use]
     pub fn with_zetan(min: u64, max: u64, theta: f64, zetan: f64) -> Self {
         Self::build(min, range_len(min, max), theta, zetan)
     }
@@ -162,26 +173,31 @@ impl Zipfian {
     }
 
     /// Items of the constructor.
+    #[must_use]
     pub fn items(&self) -> u64 {
         self.items
     }
 
     /// Smallest (and most popular) item.
+    #[must_use]
     pub fn base(&self) -> u64 {
         self.base
     }
 
     /// The Zipfian constant.
+    #[must_use]
     pub fn theta(&self) -> f64 {
         self.theta
     }
 
     /// Current zeta(n, theta) and the n it was computed for.
+    #[must_use]
     pub fn zetan(&self) -> (f64, u64) {
         (self.zetan, self.count_for_zeta)
     }
 
     /// Current eta.
+    #[must_use]
     pub fn eta(&self) -> f64 {
         self.eta
     }
@@ -215,7 +231,13 @@ impl Zipfian {
             return self.base + 1;
         }
         // `as` saturates (NaN -> 0), like Java's (long) cast.
-        self.base + (itemcount as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "Java's (long) cast of a non-negative double: saturating, as intended"
+        )]
+        let offset = (itemcount as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
+        self.base + offset
     }
 }
 
@@ -240,6 +262,7 @@ pub struct ScrambledZipfian {
 impl ScrambledZipfian {
     /// Items `min..=max`. The inner Zipfian is over `0..=`[`SCRAMBLED_ITEM_COUNT`] with
     /// [`SCRAMBLED_ZETAN`], whatever the range (as in YCSB), so construction is O(1).
+    #[must_use]
     pub fn new(min: u64, max: u64) -> Self {
         ScrambledZipfian {
             gen: Zipfian::with_zetan(0, SCRAMBLED_ITEM_COUNT, ZIPFIAN_CONSTANT, SCRAMBLED_ZETAN),
@@ -249,11 +272,13 @@ impl ScrambledZipfian {
     }
 
     /// Items `0..items`.
+    #[must_use]
     pub fn with_items(items: u64) -> Self {
         Self::new(0, items.saturating_sub(1))
     }
 
     /// Number of items in the range (`itemcount`).
+    #[must_use]
     pub fn item_count(&self) -> u64 {
         self.item_count
     }
@@ -275,6 +300,7 @@ pub struct SkewedLatest {
 
 impl SkewedLatest {
     /// Built for `latest` = the basis counter's last value (`new ZipfianGenerator(latest)`).
+    #[must_use]
     pub fn new(latest: u64) -> Self {
         SkewedLatest {
             zipfian: Zipfian::new(latest),
@@ -287,6 +313,7 @@ impl SkewedLatest {
     }
 
     /// The inner Zipfian (for its zeta).
+    #[must_use]
     pub fn zipfian(&self) -> &Zipfian {
         &self.zipfian
     }
@@ -301,6 +328,7 @@ pub struct Uniform {
 
 impl Uniform {
     /// Uniform over `lb..=ub` (`ub >= lb`).
+    #[must_use]
     pub fn new(lb: u64, ub: u64) -> Self {
         Uniform { lb, ub: ub.max(lb) }
     }
@@ -328,6 +356,7 @@ pub enum Distribution {
 
 impl Distribution {
     /// Parses "uniform", "zipfian" or "latest" (case-insensitive).
+    #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
         match name.trim().to_ascii_lowercase().as_str() {
             "uniform" => Some(Distribution::Uniform),
@@ -338,6 +367,7 @@ impl Distribution {
     }
 
     /// The YCSB property value.
+    #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Distribution::Uniform => "uniform",
@@ -353,7 +383,7 @@ impl std::fmt::Display for Distribution {
     }
 }
 
-/// CoreWorkload's `keychooser`: one draw of a key number, before the
+/// `CoreWorkload`'s `keychooser`: one draw of a key number, before the
 /// "not beyond the last insert" rejection (done by the caller).
 #[derive(Debug, Clone)]
 pub enum KeyChooser {
@@ -371,6 +401,7 @@ impl KeyChooser {
     /// Zipfian over `0..=record_count + expected_new_keys` (YCSB's inclusive bound,
     /// so `record_count + expected_new_keys + 1` items); latest from the insert
     /// counter's last value `record_count - 1`.
+    #[must_use]
     pub fn new(dist: Distribution, record_count: u64, expected_new_keys: u64) -> Self {
         let record_count = record_count.max(1);
         match dist {
@@ -384,11 +415,13 @@ impl KeyChooser {
     }
 
     /// [`Self::new`] from a distribution name ("uniform", "zipfian", "latest").
+    #[must_use]
     pub fn by_name(name: &str, record_count: u64, expected_new_keys: u64) -> Option<Self> {
         Distribution::parse(name).map(|d| Self::new(d, record_count, expected_new_keys))
     }
 
     /// Which distribution this is.
+    #[must_use]
     pub fn distribution(&self) -> Distribution {
         match self {
             KeyChooser::Uniform(_) => Distribution::Uniform,
@@ -428,7 +461,12 @@ pub fn key_name(keynum: u64, mode: KeyMode, key_size: usize, out: &mut Vec<u8>) 
         KeyMode::Hashed => {
             out.extend_from_slice(b"user");
             // Long.toString of the Java long (negative only for Math.abs(MIN_VALUE)).
-            push_decimal_i64(out, fnvhash64(keynum) as i64);
+            #[expect(
+                clippy::cast_possible_wrap,
+                reason = "the hash's bits read as Java's signed long"
+            )]
+            let java_long = fnvhash64(keynum) as i64;
+            push_decimal_i64(out, java_long);
         }
         KeyMode::Ordered => {
             out.extend_from_slice(b"user");
@@ -469,9 +507,18 @@ mod tests {
 
     const N: usize = 1_000_000;
 
+    /// A key number as an index into a test's count table.
+    fn idx(v: u64) -> usize {
+        usize::try_from(v).expect("test key numbers fit in usize")
+    }
+
     /// FNV-1a exactly as the Java source reads, on signed longs (arithmetic shift,
-    /// `Math.abs` that leaves MIN_VALUE alone).
+    /// `Math.abs` that leaves `MIN_VALUE` alone).
     fn fnv_java_reference(mut val: i64) -> i64 {
+        #[expect(
+            clippy::cast_possible_wrap,
+            reason = "Java's long literal 0xCBF29CE484222325L has these bits"
+        )]
         let mut hashval = 0xCBF2_9CE4_8422_2325u64 as i64;
         for _ in 0..8 {
             let octet = val & 0x00ff;
@@ -506,7 +553,13 @@ mod tests {
         let mut r = Rng::new(7);
         for i in 0..100_000u64 {
             let v = if i < 1000 { i } else { r.next_u64() };
-            assert_eq!(fnvhash64(v), fnv_java_reference(v as i64) as u64, "{v}");
+            #[expect(
+                clippy::cast_possible_wrap,
+                clippy::cast_sign_loss,
+                reason = "the Java reference works on the same bits read as a signed long"
+            )]
+            let java = fnv_java_reference(v as i64) as u64;
+            assert_eq!(fnvhash64(v), java, "{v}");
             assert!(fnvhash64(v) < 1 << 63);
         }
     }
@@ -561,7 +614,7 @@ mod tests {
         for _ in 0..N {
             let v = z.next(&mut r);
             assert!(v < 1000, "{v}");
-            counts[v as usize] += 1;
+            counts[idx(v)] += 1;
         }
         let freq = |k: usize| counts[k] as f64 / N as f64;
         let ideal = |k: usize| 1.0 / ((k + 1) as f64).powf(0.99) / zeta;
@@ -640,7 +693,12 @@ mod tests {
         let (zn, count) = z.zetan();
         assert_eq!(count, 2000);
         assert!((zn - zeta_static(0, 2000, 0.99, 0.0)).abs() < 1e-9);
-        assert!(z.eta() != eta_1000);
+        #[expect(
+            clippy::float_cmp,
+            reason = "any change at all shows eta was recomputed"
+        )]
+        let eta_changed = z.eta() != eta_1000;
+        assert!(eta_changed);
         // Fewer items: zeta kept (YCSB default), recomputed only when allowed.
         z.next_with_count(500, &mut r);
         assert_eq!(z.zetan().1, 2000);
@@ -650,6 +708,10 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::many_single_char_names,
+        reason = "the Euler-Maclaurin formula in its usual symbols"
+    )]
     fn scrambled_zetan_is_zeta_of_ten_billion() {
         // zeta(1e6) summed, the rest by Euler-Maclaurin on x^-0.99.
         let (m, n, t) = (1.0e6f64, 1.0e10f64, 0.99f64);
@@ -683,24 +745,26 @@ mod tests {
         // remaining inner mass spread evenly (hashes of ~1e10 ranks mod 1000).
         let inner = Zipfian::with_zetan(0, SCRAMBLED_ITEM_COUNT, ZIPFIAN_CONSTANT, SCRAMBLED_ZETAN);
         let head = 2_000_000u64;
-        let mut expected = vec![0.0f64; ITEMS as usize];
+        let mut expected = vec![0.0f64; idx(ITEMS)];
         let mut head_mass = 0.0;
         for k in 0..head {
             let p = gray_prob(&inner, k);
             head_mass += p;
-            expected[(fnvhash64(k) % ITEMS) as usize] += p;
+            expected[idx(fnvhash64(k) % ITEMS)] += p;
         }
         let rest = (1.0 - head_mass) / ITEMS as f64;
-        expected.iter_mut().for_each(|p| *p += rest);
+        for p in &mut expected {
+            *p += rest;
+        }
 
         let mut r = Rng::new(9);
-        let mut counts = vec![0u64; ITEMS as usize];
+        let mut counts = vec![0u64; idx(ITEMS)];
         for _ in 0..N {
             let v = g.next(&mut r);
             assert!(v < ITEMS);
-            counts[v as usize] += 1;
+            counts[idx(v)] += 1;
         }
-        let mut by_count: Vec<usize> = (0..ITEMS as usize).collect();
+        let mut by_count: Vec<usize> = (0..idx(ITEMS)).collect();
         by_count.sort_by(|&a, &b| counts[b].cmp(&counts[a]));
         let top = by_count[0];
         let top_freq = counts[top] as f64 / N as f64;
@@ -724,7 +788,7 @@ mod tests {
             );
         }
         // Every item vs its own expected share.
-        for i in 0..ITEMS as usize {
+        for i in 0..idx(ITEMS) {
             let f = counts[i] as f64 / N as f64;
             assert!(
                 (f / expected[i] - 1.0).abs() < tol(expected[i], N, 0.05),
@@ -807,7 +871,7 @@ mod tests {
         for _ in 0..100_000 {
             let v = g.next(&mut r);
             assert!((5..=14).contains(&v));
-            counts[(v - 5) as usize] += 1;
+            counts[idx(v - 5)] += 1;
         }
         assert!(
             counts.iter().all(|c| (9_400..10_600).contains(c)),

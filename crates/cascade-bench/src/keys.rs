@@ -5,6 +5,7 @@
 //! themselves (big-endian) so keys arrive in order.
 
 /// A bijective 64-bit mixer (the splitmix64 finalizer).
+#[must_use]
 pub fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -39,6 +40,7 @@ pub struct Rng(u64);
 
 impl Rng {
     /// Seeded generator (seed 0 is remapped).
+    #[must_use]
     pub fn new(seed: u64) -> Self {
         Rng(mix(seed) | 1)
     }
@@ -81,7 +83,7 @@ mod tests {
         let mut seen = [0u32; 10];
         for _ in 0..10_000 {
             let v = r.below(10);
-            seen[v as usize] += 1;
+            seen[usize::try_from(v).expect("below 10")] += 1;
         }
         assert!(seen.iter().all(|c| *c > 800 && *c < 1200), "{seen:?}");
     }

@@ -7,6 +7,19 @@
 //!   `readrandom`, `recover`) run with N threads against a store, reporting
 //!   throughput, heap and pool bytes.
 
+#![deny(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
+// Counts, bytes and nanoseconds become f64 for rates, ratios and plots everywhere (all far below 2^53).
+#![allow(clippy::cast_precision_loss)]
+
 pub mod alloc;
 pub mod engine;
 pub mod gen;

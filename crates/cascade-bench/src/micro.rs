@@ -42,6 +42,7 @@ pub struct BenchConfig {
 
 impl BenchConfig {
     /// The amount of a non-load phase.
+    #[must_use]
     pub fn amount(&self) -> Amount {
         match self.duration {
             Some(d) => Amount::Duration(d),
@@ -50,12 +51,18 @@ impl BenchConfig {
     }
 
     /// The value length for key number `n`.
+    #[must_use]
     pub fn value_len(&self, n: u64) -> usize {
         let (lo, hi) = self.value_size;
         if hi <= lo {
             lo
         } else {
-            lo + (mix(n ^ self.seed) % (hi - lo + 1) as u64) as usize
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "the remainder is below `hi - lo + 1`, a usize"
+            )]
+            let offset = (mix(n ^ self.seed) % (hi - lo + 1) as u64) as usize;
+            lo + offset
         }
     }
 
@@ -70,6 +77,7 @@ impl BenchConfig {
 }
 
 /// Resident set size of this process, from /proc/self/statm.
+#[must_use]
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
@@ -95,6 +103,7 @@ fn put(
 }
 
 /// True if `name` is a micro workload.
+#[must_use]
 pub fn is_micro(name: &str) -> bool {
     matches!(
         name,
@@ -111,6 +120,11 @@ pub fn is_micro(name: &str) -> bool {
 }
 
 /// Runs micro workload `name` on `e`.
+///
+/// # Errors
+///
+/// An unknown workload name, or the engine's error from `settle`. Errors of single
+/// operations are counted in the report instead.
 pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, String> {
     let num = cfg.num;
     let phase = |amount: Amount, op: &(dyn Fn(&mut Ctx, u64) -> Result<Outcome, String> + Sync)| {

@@ -5,6 +5,8 @@
 //! ops_per_sec, latency_us{p50,p99,p999,max}, heap_bytes_peak, heap_bytes_end,
 //! rss_bytes, fast_tier_bytes, write_amp`.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 /// Latency percentiles in microseconds.
@@ -69,6 +71,7 @@ pub struct Report {
 
 /// A markdown table of `reports`, with a throughput ratio against the first engine
 /// that ran the same workload.
+#[must_use]
 pub fn table(reports: &[Report]) -> String {
     let mut s = String::new();
     s.push_str("| engine | workload | threads | ops | Mops/s | vs first | p50 µs | p99 µs | p99.9 µs | max µs | heap peak MB | heap end MB | RSS MB | fast tier MB | WA |\n");
@@ -84,8 +87,9 @@ pub fn table(reports: &[Report]) -> String {
         } else {
             0.0
         };
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |\n",
+        writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
             r.engine,
             r.workload,
             r.threads,
@@ -101,7 +105,8 @@ pub fn table(reports: &[Report]) -> String {
             mb(r.rss_bytes),
             mb(r.fast_tier_bytes),
             r.write_amp
-        ));
+        )
+        .expect("writing to a String cannot fail");
     }
     s
 }

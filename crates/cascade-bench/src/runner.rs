@@ -79,114 +79,37 @@ pub fn run_phase<F>(p: &Phase<'_>, op: F) -> Report
 where
     F: Fn(&mut Ctx, u64) -> Result<Outcome, String> + Sync,
 {
-    let (engine, workload, amount, seed, show_progress) =
-        (p.engine, p.workload, p.amount, p.seed, p.progress);
-    let num = p.num;
+    let (engine, workload) = (p.engine, p.workload);
     let threads = p.threads.max(1);
     alloc::reset_peak();
     let counters: Vec<Counter> = (0..threads).map(|_| Counter(AtomicU64::new(0))).collect();
     let done = AtomicBool::new(false);
     let start = Instant::now();
-    let deadline = match amount {
+    let deadline = match p.amount {
         Amount::Duration(d) => Some(start + d),
         Amount::Ops(_) => None,
     };
-    let total = match amount {
+    let total = match p.amount {
         Amount::Ops(n) => n,
         Amount::Duration(_) => u64::MAX,
     };
     let mut timeline = Vec::new();
-    let results: Vec<ThreadResult> = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let mut last = 0u64;
-            let mut next = start + Duration::from_secs(1);
-            let mut tl = Vec::new();
-            while !done.load(Ordering::Relaxed) {
-                alloc::sample_peak();
-                std::thread::sleep(Duration::from_millis(10));
-                if Instant::now() >= next {
-                    let now: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
-                    tl.push((now - last) as f64);
-                    last = now;
-                    next += Duration::from_secs(1);
-                    if show_progress {
-                        let pct = if total == u64::MAX {
-                            String::new()
-                        } else {
-                            format!(" {:.0}%", 100.0 * now as f64 / total as f64)
-                        };
-                        eprint!(
-                            "\r  {} {workload}: {now} ops{pct}, {:.0} ops/s    ",
-                            engine.name(),
-                            tl.last().copied().unwrap_or(0.0)
-                        );
-                    }
-                }
-            }
-            // The partial last second, scaled to a rate.
-            let now: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
-            let frac = (Instant::now() + Duration::from_secs(1))
-                .saturating_duration_since(next)
-                .as_secs_f64();
-            if now > last && frac > 0.05 {
-                tl.push((now - last) as f64 / frac.min(1.0));
-            }
-            if show_progress {
-                eprint!("\r{:80}\r", "");
-            }
-            tl
-        });
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let (op, counter) = (&op, &counters[t].0);
-                s.spawn(move || {
-                    let mut h = new_hist();
-                    let mut ctx = Ctx {
-                        thread: t,
-                        rng: Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9)),
-                        key: Vec::new(),
-                        value: Vec::new(),
-                        last: Vec::new(),
-                        ycsb: None,
-                    };
-                    let (mut n, mut found, mut errors, mut entries) = (0u64, 0u64, 0u64, 0u64);
-                    let mut first_error = None;
-                    let mut i = t as u64;
-                    while i < total {
-                        if let Some(d) = deadline {
-                            if n % 64 == 0 && Instant::now() >= d {
-                                break;
-                            }
-                        }
-                        let t0 = Instant::now();
-                        match op(&mut ctx, i) {
-                            Ok(o) if o.stop => break,
-                            Ok(o) => {
-                                found += u64::from(o.found);
-                                entries += o.entries;
-                            }
-                            Err(e) => {
-                                errors += 1;
-                                first_error.get_or_insert(e);
-                            }
-                        }
-                        h.saturating_record((t0.elapsed().as_nanos() as u64).max(1));
-                        n += 1;
-                        counter.store(n, Ordering::Relaxed);
-                        i += threads as u64;
-                    }
-                    ThreadResult {
-                        hist: h,
-                        ops: n,
-                        found,
-                        errors,
-                        entries,
-                        first_error,
-                    }
-                })
+    let results: Vec<ThreadResult> = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| sample(p, start, total, &counters, &done));
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let worker = Worker {
+                    thread,
+                    threads,
+                    total,
+                    seed: p.seed,
+                    deadline,
+                };
+                let (op, counter) = (&op, &counters[thread].0);
+                scope.spawn(move || worker.run(op, counter))
             })
             .collect();
-        let r: Vec<_> = hs.into_iter().filter_map(|h| h.join().ok()).collect();
+        let r: Vec<_> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         done.store(true, Ordering::Relaxed);
         timeline = sampler.join().unwrap_or_default();
         r
@@ -211,34 +134,13 @@ where
             engine.name()
         );
     }
-    let us = |ns: u64| ns as f64 / 1000.0;
-    let latency = if hist.is_empty() {
-        Latency::default()
-    } else {
-        Latency {
-            p50: us(hist.value_at_quantile(0.5)),
-            p99: us(hist.value_at_quantile(0.99)),
-            p999: us(hist.value_at_quantile(0.999)),
-            max: us(hist.max()),
-            mean: hist.mean() / 1000.0,
-        }
-    };
-    let cdf = if hist.is_empty() {
-        Vec::new()
-    } else {
-        [
-            0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0,
-        ]
-        .iter()
-        .map(|q| (*q, us(hist.value_at_quantile(*q))))
-        .collect()
-    };
+    let (latency, cdf) = latencies(&hist);
     let st = engine.stats();
     Report {
         engine: engine.name().to_string(),
         workload: workload.to_string(),
         threads,
-        num,
+        num: p.num,
         ops,
         seconds,
         ops_per_sec: ops as f64 / seconds.max(1e-9),
@@ -256,6 +158,143 @@ where
         errors,
         entries,
     }
+}
+
+/// The sampler thread of a phase: samples the heap peak every 10 ms and, once a
+/// second, the operations done in that second (and the progress line), until
+/// `done`; returns the throughput timeline.
+fn sample(
+    p: &Phase<'_>,
+    start: Instant,
+    total: u64,
+    counters: &[Counter],
+    done: &AtomicBool,
+) -> Vec<f64> {
+    let mut last = 0u64;
+    let mut next = start + Duration::from_secs(1);
+    let mut tl = Vec::new();
+    while !done.load(Ordering::Relaxed) {
+        alloc::sample_peak();
+        std::thread::sleep(Duration::from_millis(10));
+        if Instant::now() >= next {
+            let now: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+            tl.push((now - last) as f64);
+            last = now;
+            next += Duration::from_secs(1);
+            if p.progress {
+                let pct = if total == u64::MAX {
+                    String::new()
+                } else {
+                    format!(" {:.0}%", 100.0 * now as f64 / total as f64)
+                };
+                eprint!(
+                    "\r  {} {}: {now} ops{pct}, {:.0} ops/s    ",
+                    p.engine.name(),
+                    p.workload,
+                    tl.last().copied().unwrap_or(0.0)
+                );
+            }
+        }
+    }
+    // The partial last second, scaled to a rate.
+    let now: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+    let frac = (Instant::now() + Duration::from_secs(1))
+        .saturating_duration_since(next)
+        .as_secs_f64();
+    if now > last && frac > 0.05 {
+        tl.push((now - last) as f64 / frac.min(1.0));
+    }
+    if p.progress {
+        eprint!("\r{:80}\r", "");
+    }
+    tl
+}
+
+/// One worker thread's share of a phase.
+struct Worker {
+    /// The thread's index: it runs operations `thread, thread + threads, …`.
+    thread: usize,
+    threads: usize,
+    /// Operations of the whole phase (`u64::MAX` when timed).
+    total: u64,
+    seed: u64,
+    deadline: Option<Instant>,
+}
+
+impl Worker {
+    /// Runs the thread's operations, timing each, and bumps `counter` after each.
+    fn run<F>(self, op: &F, counter: &AtomicU64) -> ThreadResult
+    where
+        F: Fn(&mut Ctx, u64) -> Result<Outcome, String>,
+    {
+        let mut hist = new_hist();
+        let mut ctx = Ctx {
+            thread: self.thread,
+            rng: Rng::new(self.seed ^ (self.thread as u64).wrapping_mul(0x9E37_79B9)),
+            key: Vec::new(),
+            value: Vec::new(),
+            last: Vec::new(),
+            ycsb: None,
+        };
+        let (mut n, mut found, mut errors, mut entries) = (0u64, 0u64, 0u64, 0u64);
+        let mut first_error = None;
+        let mut i = self.thread as u64;
+        while i < self.total {
+            if let Some(d) = self.deadline {
+                if n % 64 == 0 && Instant::now() >= d {
+                    break;
+                }
+            }
+            let t0 = Instant::now();
+            match op(&mut ctx, i) {
+                Ok(o) if o.stop => break,
+                Ok(o) => {
+                    found += u64::from(o.found);
+                    entries += o.entries;
+                }
+                Err(e) => {
+                    errors += 1;
+                    first_error.get_or_insert(e);
+                }
+            }
+            // Saturates only past 584 years.
+            let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            hist.saturating_record(nanos.max(1));
+            n += 1;
+            counter.store(n, Ordering::Relaxed);
+            i += self.threads as u64;
+        }
+        ThreadResult {
+            hist,
+            ops: n,
+            found,
+            errors,
+            entries,
+            first_error,
+        }
+    }
+}
+
+/// Latency percentiles and CDF points (µs) of `hist`; zeros and none if it is empty.
+fn latencies(hist: &Histogram<u64>) -> (Latency, Vec<(f64, f64)>) {
+    if hist.is_empty() {
+        return (Latency::default(), Vec::new());
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let latency = Latency {
+        p50: us(hist.value_at_quantile(0.5)),
+        p99: us(hist.value_at_quantile(0.99)),
+        p999: us(hist.value_at_quantile(0.999)),
+        max: us(hist.max()),
+        mean: hist.mean() / 1000.0,
+    };
+    let cdf = [
+        0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0,
+    ]
+    .iter()
+    .map(|q| (*q, us(hist.value_at_quantile(*q))))
+    .collect();
+    (latency, cdf)
 }
 
 struct ThreadResult {

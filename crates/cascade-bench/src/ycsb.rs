@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::gen::{next_f64, Distribution, KeyChooser, Uniform, Zipfian};
 use crate::keys::Rng;
 
-/// CoreWorkload's default `maxscanlength` (workload E sets 100).
+/// `CoreWorkload`'s default `maxscanlength` (workload E sets 100).
 pub const DEFAULT_MAX_SCAN_LEN: usize = 1000;
 
 /// `scanlengthdistribution`.
@@ -72,6 +72,7 @@ pub struct WorkloadSpec {
 impl WorkloadSpec {
     /// A spec with these proportions (read, update, insert, scan, rmw) and YCSB's
     /// defaults for the rest.
+    #[must_use]
     pub fn new(name: &str, props: [f64; 5], distribution: Distribution) -> Self {
         WorkloadSpec {
             name: name.to_string(),
@@ -88,12 +89,19 @@ impl WorkloadSpec {
     }
 
     /// The same workload with another request distribution.
+    #[must_use]
     pub fn with_distribution(mut self, distribution: Distribution) -> Self {
         self.distribution = distribution;
         self
     }
 
     /// YCSB's `expectednewkeys = (int) (opcount * insertproportion * 2.0)`.
+    #[must_use]
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "YCSB's (int) cast of a non-negative product: truncating and saturating"
+    )]
     pub fn expected_new_keys(&self, op_count: u64) -> u64 {
         (op_count as f64 * self.insert * 2.0) as u64
     }
@@ -124,6 +132,7 @@ impl WorkloadSpec {
 /// * d: read 0.95, insert 0.05, latest — read latest
 /// * e: scan 0.95, insert 0.05, zipfian, maxscanlength 100, uniform lengths — short ranges
 /// * f: read 0.5, read-modify-write 0.5, zipfian
+#[must_use]
 pub fn spec(name: &str) -> Option<WorkloadSpec> {
     let lower = name.trim().to_ascii_lowercase();
     let short = ["workload", "ycsb-", "ycsb_", "ycsb"]
@@ -178,6 +187,7 @@ pub enum Op {
 
 impl Op {
     /// The key number.
+    #[must_use]
     pub fn keynum(&self) -> u64 {
         match *self {
             Op::Read(k)
@@ -189,6 +199,7 @@ impl Op {
     }
 
     /// The kind.
+    #[must_use]
     pub fn kind(&self) -> OpKind {
         match self {
             Op::Read(_) => OpKind::Read,
@@ -200,6 +211,7 @@ impl Op {
     }
 
     /// YCSB's name for the operation.
+    #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
             Op::Read(_) => "READ",
@@ -218,7 +230,7 @@ enum ScanLen {
 }
 
 /// A workload's shared state: the spec, the insert counter and a key-chooser
-/// prototype (built once: the `latest` chooser costs O(record_count) for zeta).
+/// prototype (built once: the `latest` chooser costs `O(record_count)` for zeta).
 #[derive(Debug)]
 pub struct Workload {
     spec: WorkloadSpec,
@@ -231,6 +243,7 @@ pub struct Workload {
 impl Workload {
     /// `record_count` records loaded (`0..record_count`, at least 1), `op_count`
     /// operations planned over all threads (sizes the zipfian key space).
+    #[must_use]
     pub fn new(spec: WorkloadSpec, record_count: u64, op_count: u64) -> Self {
         let record_count = record_count.max(1);
         let chooser = KeyChooser::new(
@@ -248,6 +261,7 @@ impl Workload {
     }
 
     /// A generator for one thread, seeded with `seed`.
+    #[must_use]
     pub fn generator(&self, seed: u64) -> OpGenerator {
         OpGenerator::with_chooser(
             &self.spec,
@@ -258,26 +272,31 @@ impl Workload {
     }
 
     /// The spec.
+    #[must_use]
     pub fn spec(&self) -> &WorkloadSpec {
         &self.spec
     }
 
     /// Records loaded before the run.
+    #[must_use]
     pub fn record_count(&self) -> u64 {
         self.record_count
     }
 
     /// Operations planned.
+    #[must_use]
     pub fn op_count(&self) -> u64 {
         self.op_count
     }
 
     /// The shared insert counter (next key number to insert).
+    #[must_use]
     pub fn insert_counter(&self) -> &Arc<AtomicU64> {
         &self.insert_counter
     }
 
     /// Key numbers that exist now: loaded plus inserted (`0..records()`).
+    #[must_use]
     pub fn records(&self) -> u64 {
         self.insert_counter.load(Ordering::Relaxed)
     }
@@ -336,6 +355,7 @@ impl OpGenerator {
     }
 
     /// The last inserted key number (`counter - 1`; see the module docs).
+    #[must_use]
     pub fn last_inserted(&self) -> u64 {
         self.insert_counter
             .load(Ordering::Relaxed)
@@ -378,7 +398,8 @@ impl OpGenerator {
                     ScanLen::Uniform(g) => g.next(&mut self.rng),
                     ScanLen::Zipfian(g) => g.next(&mut self.rng),
                 };
-                Op::Scan(k, len as usize)
+                // Drawn from `min_scan_len..=max_scan_len`, both `usize`.
+                Op::Scan(k, usize::try_from(len).unwrap_or(usize::MAX))
             }
             OpKind::ReadModifyWrite => Op::ReadModifyWrite(self.next_keynum()),
         }
@@ -417,7 +438,9 @@ mod tests {
         for (name, props, dist) in want {
             let s = spec(name).expect("standard workload");
             assert_eq!(s.name, name);
-            assert_eq!(p(&s), props, "{name}");
+            #[expect(clippy::float_cmp, reason = "the spec holds these exact literals")]
+            let same = p(&s) == props;
+            assert!(same, "{name}: {:?} vs {props:?}", p(&s));
             assert_eq!(s.distribution, dist, "{name}");
             assert_eq!(s.min_scan_len, 1);
             assert_eq!(s.scan_len_distribution, ScanLenDistribution::Uniform);
@@ -440,7 +463,7 @@ mod tests {
         let w = Workload::new(spec, RECORDS, OPS);
         let mut g = w.generator(seed);
         let mut next_insert = RECORDS;
-        let mut out = Vec::with_capacity(OPS as usize);
+        let mut out = Vec::with_capacity(usize::try_from(OPS).expect("OPS fits in usize"));
         for _ in 0..OPS {
             let last = g.last_inserted();
             let op = g.next_op();
@@ -495,7 +518,9 @@ mod tests {
         assert!(lens.iter().all(|l| (1..=100).contains(l)));
         let mean = lens.iter().sum::<usize>() as f64 / lens.len() as f64;
         let mut per = [0u64; 101];
-        lens.iter().for_each(|&l| per[l] += 1);
+        for &l in &lens {
+            per[l] += 1;
+        }
         let (lo, hi) = (
             per[1..].iter().min().copied(),
             per[1..].iter().max().copied(),
@@ -541,8 +566,9 @@ mod tests {
         let hottest = |s: WorkloadSpec| {
             let ops = run(s, 11);
             let mut counts: HashMap<u64, u64> = HashMap::new();
-            ops.iter()
-                .for_each(|op| *counts.entry(op.keynum()).or_default() += 1);
+            for op in &ops {
+                *counts.entry(op.keynum()).or_default() += 1;
+            }
             counts
                 .into_iter()
                 .max_by_key(|&(k, c)| (c, k))

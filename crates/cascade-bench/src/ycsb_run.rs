@@ -15,6 +15,7 @@ use crate::runner::{run_phase, Amount, Ctx, Outcome, Phase};
 use crate::ycsb::{self, Op, Workload};
 
 /// True for `load` and `a`…`f`.
+#[must_use]
 pub fn is_ycsb(name: &str) -> bool {
     matches!(name, "load" | "a" | "b" | "c" | "d" | "e" | "f")
 }
@@ -57,6 +58,11 @@ fn phase<'a>(e: &'a dyn Engine, name: &'a str, cfg: &BenchConfig, amount: Amount
 }
 
 /// Runs YCSB workload `name` on `e` (`load` inserts `num` records).
+///
+/// # Errors
+///
+/// An unknown workload or distribution name. Errors of single operations are
+/// counted in the report instead.
 pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, String> {
     if name == "load" {
         let p = phase(e, name, cfg, Amount::Ops(cfg.num));
@@ -66,17 +72,20 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
         }));
     }
     let mut spec = ycsb::spec(name).ok_or_else(|| format!("unknown YCSB workload {name:?}"))?;
-    if let Some(d) = &cfg.distribution {
-        let d = crate::gen::Distribution::parse(d)
-            .ok_or_else(|| format!("unknown distribution {d:?}"))?;
-        spec = spec.with_distribution(d);
+    if let Some(name) = &cfg.distribution {
+        let dist = crate::gen::Distribution::parse(name)
+            .ok_or_else(|| format!("unknown distribution {name:?}"))?;
+        spec = spec.with_distribution(dist);
     }
     let ops = cfg.ops.unwrap_or(cfg.num);
-    let w = Workload::new(spec, cfg.num, ops);
+    let workload = Workload::new(spec, cfg.num, ops);
     let p = phase(e, name, cfg, cfg.amount());
     Ok(run_phase(&p, |c: &mut Ctx, i: u64| {
-        let seed = cfg.seed ^ 0xC0FFEE ^ (c.thread as u64) << 32;
-        let op = c.ycsb.get_or_insert_with(|| w.generator(seed)).next_op();
+        let seed = cfg.seed ^ 0x00C0_FFEE ^ (c.thread as u64) << 32;
+        let op = c
+            .ycsb
+            .get_or_insert_with(|| workload.generator(seed))
+            .next_op();
         match op {
             Op::Read(k) => {
                 key(cfg, k, &mut c.key);

@@ -1,4 +1,7 @@
 //! Argument parsing and the store subcommands.
+//!
+//! The doc comments of `Cli` and of the arguments and subcommand variants below are
+//! clap's `--help` text.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,10 +13,12 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "cascade", version, about)]
 struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// Where the store is and how it is opened, for the store subcommands.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
     /// Data directory.
@@ -28,6 +33,7 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// Engine options for these arguments.
     fn options(&self) -> Options {
         Options {
             pool_size: self.pool_size,
@@ -41,6 +47,7 @@ impl StoreArgs {
     }
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Serve the store over the Redis protocol (RESP2) until SIGINT/SIGTERM/SHUTDOWN.
@@ -51,6 +58,7 @@ enum Cmd {
         key: String,
         /// Value.
         value: String,
+        /// Where the store is and how it is opened.
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -58,6 +66,7 @@ enum Cmd {
     Get {
         /// Key.
         key: String,
+        /// Where the store is and how it is opened.
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -65,6 +74,7 @@ enum Cmd {
     Delete {
         /// Key.
         key: String,
+        /// Where the store is and how it is opened.
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -79,11 +89,13 @@ enum Cmd {
         /// Most pairs to print.
         #[arg(long, default_value_t = 1000)]
         limit: usize,
+        /// Where the store is and how it is opened.
         #[command(flatten)]
         store: StoreArgs,
     },
     /// Print engine statistics.
     Stats {
+        /// Where the store is and how it is opened.
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -91,6 +103,7 @@ enum Cmd {
     Bench(Box<BenchArgs>),
 }
 
+/// `cascade serve`.
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// Data directory (created if missing).
@@ -135,6 +148,7 @@ struct ServeArgs {
     faststore_capacity: u64,
 }
 
+/// Runs the server until it stops; the process exit code (1 if the server failed).
 fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
     let sync = match a.durability.as_str() {
         "buffered" => false,
@@ -175,7 +189,12 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
     }
 }
 
+/// `cascade bench`.
 #[derive(Debug, Args)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each bool is an independent command-line switch"
+)]
 struct BenchArgs {
     /// Engines, run one after another on the same settings: cascade, dram-index,
     /// rocksdb (needs a build with `--features rocksdb`). Ratios are against the first.
@@ -255,26 +274,25 @@ struct BenchArgs {
     kill_at_end: bool,
 }
 
+/// Parses `--value-size`: a size (`100`) or an inclusive range (`100-1000`).
 fn parse_range(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("--value-size {s:?}: use a size like 100 or a range like 100-1000");
-    match s.split_once('-') {
-        Some((a, b)) => {
-            let (a, b) = (
-                a.trim().parse().map_err(|_| bad())?,
-                b.trim().parse().map_err(|_| bad())?,
-            );
-            if a > b {
-                return Err(bad());
-            }
-            Ok((a, b))
+    if let Some((a, b)) = s.split_once('-') {
+        let (a, b) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b {
+            return Err(bad());
         }
-        None => {
-            let v = s.trim().parse().map_err(|_| bad())?;
-            Ok((v, v))
-        }
+        Ok((a, b))
+    } else {
+        let v = s.trim().parse().map_err(|_| bad())?;
+        Ok((v, v))
     }
 }
 
+/// Opens engine `name` (`cascade`, `dram-index` or `rocksdb`) in `dir`.
 fn open_engine(
     name: &str,
     dir: &std::path::Path,
@@ -292,6 +310,7 @@ fn open_engine(
     }
 }
 
+/// Opens RocksDB in `dir` with a block cache of `block_cache` bytes.
 #[cfg(feature = "rocksdb")]
 fn open_rocksdb(
     dir: &std::path::Path,
@@ -301,10 +320,11 @@ fn open_rocksdb(
     Ok(Box::new(cascade_bench_rocksdb::open(
         dir,
         sync,
-        block_cache as usize,
+        usize::try_from(block_cache).unwrap_or(usize::MAX),
     )?))
 }
 
+/// Without the `rocksdb` feature: an error saying how to build with it.
 #[cfg(not(feature = "rocksdb"))]
 fn open_rocksdb(
     _: &std::path::Path,
@@ -314,8 +334,11 @@ fn open_rocksdb(
     Err("this cascade was built without RocksDB: cargo build --release -p cascade --features rocksdb".into())
 }
 
-fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
-    use cascade_bench::{micro, report, ycsb_run};
+/// The workloads, workload settings and engine options `a` asks for, validated.
+fn bench_settings(
+    a: &BenchArgs,
+) -> Result<(Vec<String>, cascade_bench::micro::BenchConfig, Options), cascadekv::Error> {
+    use cascade_bench::{micro, ycsb_run};
     let inval = cascadekv::Error::invalid;
     let durability = match a.durability.as_str() {
         "buffered" => Durability::Buffered,
@@ -347,7 +370,16 @@ fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
     let cfg = micro::BenchConfig {
         num: a.num,
         ops: a.ops,
-        duration: a.duration.map(std::time::Duration::from_secs_f64),
+        duration: a
+            .duration
+            .map(|secs| {
+                std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+                    inval(format!(
+                        "--duration {secs}: use a non-negative number of seconds"
+                    ))
+                })
+            })
+            .transpose()?,
         threads: a.threads,
         key_size: a.key_size.max(8),
         value_size: parse_range(&a.value_size).map_err(inval)?,
@@ -365,6 +397,15 @@ fn bench(a: BenchArgs) -> Result<i32, cascadekv::Error> {
         durability,
         ..Options::default()
     };
+    Ok((workloads, cfg, opts))
+}
+
+/// Runs every engine of `a` through its workloads, then prints the table and writes
+/// the JSON and charts asked for; the process exit code.
+fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
+    use cascade_bench::{micro, report, ycsb_run};
+    let inval = cascadekv::Error::invalid;
+    let (workloads, cfg, opts) = bench_settings(a)?;
     let mut reports: Vec<report::Report> = Vec::new();
     for name in a.engine.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let dir = a.dir.join(name);
@@ -471,13 +512,15 @@ pub fn run() -> i32 {
     }
 }
 
+/// `b` as text for a terminal: lossy UTF-8 with control characters escaped.
 fn printable(b: &[u8]) -> String {
     String::from_utf8_lossy(b).escape_debug().to_string()
 }
 
+/// Runs `cmd`; the process exit code.
 fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
     let cmd = match cmd {
-        Cmd::Bench(a) => return bench(*a),
+        Cmd::Bench(a) => return bench(&a),
         Cmd::Serve(a) => return serve(*a),
         other => other,
     };
@@ -493,15 +536,12 @@ fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
         }
         Cmd::Get { key, store } => {
             let db = Db::open(&store.dir, store.options())?;
-            match db.get(key.as_bytes())? {
-                Some(v) => {
-                    out.write_all(&v).map_err(io)?;
-                    writeln!(out).map_err(io)?;
-                }
-                None => {
-                    eprintln!("(nil)");
-                    return Ok(1);
-                }
+            if let Some(v) = db.get(key.as_bytes())? {
+                out.write_all(&v).map_err(io)?;
+                writeln!(out).map_err(io)?;
+            } else {
+                eprintln!("(nil)");
+                return Ok(1);
             }
         }
         Cmd::Delete { key, store } => {

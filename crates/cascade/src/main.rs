@@ -3,11 +3,23 @@
 //! One binary for everything a user does with a store: `put`, `get`, `delete`,
 //! `scan`, `stats` (and, as they land, `serve` and `bench`).
 
+#![deny(
+    clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
+
 mod cli;
 
+/// Counts heap bytes, so `stats` and the benchmarks can report DRAM use.
 #[global_allocator]
 static ALLOC: cascade_bench::alloc::CountingAlloc = cascade_bench::alloc::CountingAlloc;
 
+/// Runs the command line and exits with its status.
 fn main() {
     std::process::exit(cli::run());
 }

@@ -9,8 +9,18 @@
 //! global allocator.
 //!
 //! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d]`
-//! with a = crossbeam SkipMap, b = scc TreeIndex, c = 64 sharded
+//! with a = crossbeam `SkipMap`, b = scc `TreeIndex`, c = 64 sharded
 //! `RwLock<BTreeMap>` (naive baseline), d = CascadeKV's own B-link tree.
+
+#![deny(
+    clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -29,23 +39,30 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use scc::{Guard, TreeIndex};
 
+/// Counts heap bytes, for the heap-per-key column.
 #[global_allocator]
 static A: CountingAlloc = CountingAlloc;
 
+/// Striped LSN counters, one picked per key by its hash.
 const LSN_STRIPES: usize = 256;
+/// Shards of the naive `RwLock<BTreeMap>` baseline.
 const SHARDS: usize = 64;
+/// Entries read by one scan.
 const SCAN_LEN: usize = 100;
 
 /// What a key currently maps to: its newest LSN and an 8 B inline value or log address.
 #[derive(Debug, Clone, Copy)]
 struct Version {
+    /// Log sequence number of this version.
     lsn: u64,
+    /// The 8-byte inline value or log address.
     value: u64,
 }
 
 /// Per-key slot; mutated in place under its own lock.
 type Slot = Mutex<Version>;
 
+/// A fresh slot holding `value` at `lsn`.
 fn new_slot(lsn: u64, value: u64) -> Slot {
     Mutex::new(Version { lsn, value })
 }
@@ -65,6 +82,7 @@ fn validate(slot: &Slot, lsn: u64, value: u64) -> bool {
 trait Index: Sync {
     /// Inserts or validates-and-replaces; returns true if the stored version was replaced.
     fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool;
+    /// The value stored for `key`, if any.
     fn get(&self, key: &[u8]) -> Option<u64>;
     /// Reads up to `n` entries in key order from the first key >= `start`; returns how many.
     fn scan(&self, start: &[u8], n: usize) -> usize;
@@ -177,10 +195,12 @@ impl Index for Tree {
 struct Sharded(Vec<RwLock<BTreeMap<Box<[u8]>, Slot>>>);
 
 impl Sharded {
+    /// [`SHARDS`] empty shards.
     fn new() -> Self {
         Self((0..SHARDS).map(|_| RwLock::new(BTreeMap::new())).collect())
     }
 
+    /// The shard `key` belongs to.
     fn shard(&self, key: &[u8]) -> &RwLock<BTreeMap<Box<[u8]>, Slot>> {
         // Top bits pick the shard; the low bits pick the LSN stripe.
         &self.0[(hash_key(key) >> 58) as usize % SHARDS]
@@ -243,12 +263,23 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// A 64-bit hash of `key`: its length, then its 8-byte words (zero-padded), folded
+/// through [`mix`].
 fn hash_key(key: &[u8]) -> u64 {
     key.chunks(8).fold(key.len() as u64, |h, chunk| {
         let mut word = [0u8; 8];
         word[..chunk.len()].copy_from_slice(chunk);
         mix(h ^ u64::from_le_bytes(word))
     })
+}
+
+/// `h % n` as an index: the same as `h as usize % n` where `usize` is 64 bits wide.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the remainder is below `n`, a usize"
+)]
+fn index_of(h: u64, n: usize) -> usize {
+    (h % n as u64) as usize
 }
 
 /// `num` distinct random keys in random order: 8 raw bytes, or "user" + 20 decimal digits (24 B).
@@ -290,14 +321,22 @@ where
     (sum, start.elapsed().as_secs_f64())
 }
 
+/// One table row: a candidate's results for one key size.
 struct Row {
+    /// Millions of inserts per second (empty index).
     load_mops: f64,
+    /// Millions of newer-LSN replacements per second.
     update_mops: f64,
+    /// Millions of point reads per second.
     get_mops: f64,
+    /// Thousands of scans of [`SCAN_LEN`] entries per second.
     scan_kops: f64,
+    /// Heap bytes the load added, per key.
     heap_per_key: f64,
 }
 
+/// Loads `keys` into `index`, updates them all, reads them all and runs scans,
+/// each phase with `threads` threads; panics if a phase's results are wrong.
 fn bench<I: Index>(index: &I, keys: &[Box<[u8]>], threads: usize) -> Row {
     let n = keys.len();
     let lsns: Vec<AtomicU64> = (0..LSN_STRIPES).map(|_| AtomicU64::new(0)).collect();
@@ -305,7 +344,7 @@ fn bench<I: Index>(index: &I, keys: &[Box<[u8]>], threads: usize) -> Row {
         range
             .filter(|&i| {
                 let key = &keys[i];
-                let stripe = (hash_key(key) as usize) % LSN_STRIPES;
+                let stripe = index_of(hash_key(key), LSN_STRIPES);
                 let lsn = lsns[stripe].fetch_add(1, Relaxed) + 1;
                 index.put_validate(key, lsn, lsn ^ 0xabcd)
             })
@@ -324,39 +363,54 @@ fn bench<I: Index>(index: &I, keys: &[Box<[u8]>], threads: usize) -> Row {
 
     let (hits, get_s) = parallel(threads, n, |range| {
         range
-            .filter(|&i| index.get(&keys[mix(i as u64) as usize % n]).is_some())
+            .filter(|&i| index.get(&keys[index_of(mix(i as u64), n)]).is_some())
             .count()
     });
     assert_eq!(hits, n, "every loaded key must be found");
 
-    let scans = (n / 20).max(1_000);
-    let (_, scan_s) = parallel(threads, scans, |range| {
+    let scan_ops = (n / 20).max(1_000);
+    let (_, scan_s) = parallel(threads, scan_ops, |range| {
         range
-            .map(|i| index.scan(&keys[mix(!(i as u64)) as usize % n], SCAN_LEN))
+            .map(|i| index.scan(&keys[index_of(mix(!(i as u64)), n)], SCAN_LEN))
             .sum()
     });
 
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "operation counts far below 2^53"
+    )]
     let mops = |ops: usize, secs: f64| ops as f64 / secs / 1e6;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "byte and key counts far below 2^53"
+    )]
+    let heap_per_key = heap_after.saturating_sub(heap_before) as f64 / n as f64;
     Row {
         load_mops: mops(n, load_s),
         update_mops: mops(n, update_s),
         get_mops: mops(n, get_s),
-        scan_kops: mops(scans, scan_s) * 1e3,
-        heap_per_key: heap_after.saturating_sub(heap_before) as f64 / n as f64,
+        scan_kops: mops(scan_ops, scan_s) * 1e3,
+        heap_per_key,
     }
 }
 
+/// Command-line settings.
 struct Args {
+    /// Keys per key size (`--num`).
     num: usize,
+    /// Worker threads (`--threads`).
     threads: usize,
+    /// Candidates to run, by letter (`--candidates`).
     candidates: Vec<String>,
 }
 
+/// Prints `msg` and the usage line to stderr and exits with status 2.
 fn usage_exit(msg: &str) -> ! {
     eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d]");
     std::process::exit(2);
 }
 
+/// Parses the command line (exits with a usage message on errors).
 fn parse_args() -> Args {
     let mut args = Args {
         num: 4_000_000,
@@ -382,6 +436,7 @@ fn parse_args() -> Args {
     args
 }
 
+/// Runs every candidate on 8-byte and 24-byte keys and prints a markdown table.
 fn main() {
     let args = parse_args();
     println!(
@@ -409,7 +464,10 @@ fn main() {
                 "d" => (
                     "cascadekv B-link tree",
                     bench(
-                        &Own(cascadekv::internals::Index::new(), Default::default()),
+                        &Own(
+                            cascadekv::internals::Index::new(),
+                            cascadekv::internals::Snapshots::default(),
+                        ),
                         &keys,
                         args.threads,
                     ),
