@@ -69,4 +69,6 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --release -- -D warnings
+# The public API of cascadekv is exactly what docs/api.md lists.
+python3 scripts/api-listing.py --check
 KILL_CYCLES="${KILL_CYCLES:-50}" cargo test --workspace --release

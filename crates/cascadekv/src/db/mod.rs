@@ -47,8 +47,9 @@ use crate::error::{Error, Result};
 use crate::faststore::{Op, Written};
 use engine::Engine;
 
-/// What recovery found at open.
+/// What recovery found at open. New fields may be added in any release.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct RecoveryInfo {
     /// The previous session closed cleanly.
     pub clean_shutdown: bool,

@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 use super::Db;
 use crate::pmem::Backend;
 
-/// A point-in-time summary of the store.
+/// A point-in-time summary of the store. New fields may be added in any release.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Index entries in FastStores (tombstones and shadowed keys count).
     pub faststore_entries: u64,
