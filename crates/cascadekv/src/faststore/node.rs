@@ -292,6 +292,7 @@ impl InnerNode {
         self.kids.iter().map_while(Option::clone).collect()
     }
 
+    #[inline]
     pub(super) fn child_for(&self, p: &Probe<'_>) -> usize {
         // Number of separators <= p: a branchless count over the sorted prefixes, then
         // full keys among equal prefixes.
