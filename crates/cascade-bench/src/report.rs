@@ -47,6 +47,10 @@ pub struct Report {
     pub latency_cdf: Vec<(f64, f64)>,
     /// Operations completed in each second of the run.
     pub timeline: Vec<f64>,
+    /// Fast plus slow tier bytes at the end of each second of the run.
+    pub footprint_timeline: Vec<u64>,
+    /// Largest footprint seen (the per-second samples and the end).
+    pub footprint_peak_bytes: u64,
     /// Peak heap bytes (counting allocator, sampled) during the workload.
     pub heap_bytes_peak: u64,
     /// Heap bytes at the end.
@@ -74,8 +78,8 @@ pub struct Report {
 #[must_use]
 pub fn table(reports: &[Report]) -> String {
     let mut s = String::new();
-    s.push_str("| engine | workload | threads | ops | Mops/s | vs first | p50 µs | p99 µs | p99.9 µs | max µs | heap peak MB | heap end MB | RSS MB | fast tier MB | WA |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| engine | workload | threads | ops | Mops/s | vs first | p50 µs | p99 µs | p99.9 µs | max µs | heap peak MB | heap end MB | RSS MB | fast tier MB | space peak MB | WA |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     let mb = |b: u64| b as f64 / 1e6;
     for r in reports {
         let first = reports
@@ -89,7 +93,7 @@ pub fn table(reports: &[Report]) -> String {
         };
         writeln!(
             s,
-            "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
             r.engine,
             r.workload,
             r.threads,
@@ -104,6 +108,7 @@ pub fn table(reports: &[Report]) -> String {
             mb(r.heap_bytes_end),
             mb(r.rss_bytes),
             mb(r.fast_tier_bytes),
+            mb(r.footprint_peak_bytes),
             r.write_amp
         )
         .expect("writing to a String cannot fail");

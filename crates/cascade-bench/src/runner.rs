@@ -94,6 +94,7 @@ where
         Amount::Duration(_) => u64::MAX,
     };
     let mut timeline = Vec::new();
+    let mut footprint = Vec::new();
     let results: Vec<ThreadResult> = std::thread::scope(|scope| {
         let sampler = scope.spawn(|| sample(p, start, total, &counters, &done));
         let handles: Vec<_> = (0..threads)
@@ -111,7 +112,7 @@ where
             .collect();
         let r: Vec<_> = handles.into_iter().filter_map(|h| h.join().ok()).collect();
         done.store(true, Ordering::Relaxed);
-        timeline = sampler.join().unwrap_or_default();
+        (timeline, footprint) = sampler.join().unwrap_or_default();
         r
     });
     let seconds = start.elapsed().as_secs_f64();
@@ -136,6 +137,12 @@ where
     }
     let (latency, cdf) = latencies(&hist);
     let st = engine.stats();
+    let footprint_peak_bytes = footprint
+        .iter()
+        .copied()
+        .chain([st.fast_tier_bytes + st.slow_tier_bytes])
+        .max()
+        .unwrap_or(0);
     Report {
         engine: engine.name().to_string(),
         workload: workload.to_string(),
@@ -147,6 +154,8 @@ where
         latency_us: latency,
         latency_cdf: cdf,
         timeline,
+        footprint_timeline: footprint,
+        footprint_peak_bytes,
         heap_bytes_peak: alloc::peak_heap_bytes() as u64,
         heap_bytes_end: alloc::heap_bytes() as u64,
         rss_bytes: crate::micro::rss_bytes(),
@@ -161,24 +170,28 @@ where
 }
 
 /// The sampler thread of a phase: samples the heap peak every 10 ms and, once a
-/// second, the operations done in that second (and the progress line), until
-/// `done`; returns the throughput timeline.
+/// second, the operations done in that second, the engine's footprint (fast plus
+/// slow tier bytes) and the progress line, until `done`; returns the throughput and
+/// footprint timelines.
 fn sample(
     p: &Phase<'_>,
     start: Instant,
     total: u64,
     counters: &[Counter],
     done: &AtomicBool,
-) -> Vec<f64> {
+) -> (Vec<f64>, Vec<u64>) {
     let mut last = 0u64;
     let mut next = start + Duration::from_secs(1);
     let mut tl = Vec::new();
+    let mut space = Vec::new();
     while !done.load(Ordering::Relaxed) {
         alloc::sample_peak();
         std::thread::sleep(Duration::from_millis(10));
         if Instant::now() >= next {
             let now: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
             tl.push((now - last) as f64);
+            let st = p.engine.stats();
+            space.push(st.fast_tier_bytes + st.slow_tier_bytes);
             last = now;
             next += Duration::from_secs(1);
             if p.progress {
@@ -207,7 +220,7 @@ fn sample(
     if p.progress {
         eprint!("\r{:80}\r", "");
     }
-    tl
+    (tl, space)
 }
 
 /// One worker thread's share of a phase.

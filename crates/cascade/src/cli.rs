@@ -196,7 +196,8 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
     reason = "each bool is an independent command-line switch"
 )]
 struct BenchArgs {
-    /// Engines, run one after another on the same settings: cascade, dram-index,
+    /// Engines, run one after another on the same settings: cascade,
+    /// cascade-nocleaning (log cleaning off), dram-index,
     /// rocksdb (needs a build with `--features rocksdb`). Ratios are against the first.
     #[arg(long, default_value = "cascade")]
     engine: String,
@@ -292,7 +293,7 @@ fn parse_range(s: &str) -> Result<(usize, usize), String> {
     }
 }
 
-/// Opens engine `name` (`cascade`, `dram-index` or `rocksdb`) in `dir`.
+/// Opens engine `name` (`cascade`, `cascade-nocleaning`, `dram-index` or `rocksdb`) in `dir`.
 fn open_engine(
     name: &str,
     dir: &std::path::Path,
@@ -302,10 +303,22 @@ fn open_engine(
     use cascade_bench::engine::CascadeEngine;
     match name {
         "cascade" => Ok(Box::new(CascadeEngine::open("cascade", dir, opts.clone())?)),
+        // The same engine with log cleaning off: what cleaning costs and saves.
+        "cascade-nocleaning" => {
+            let opts = Options {
+                vlog_cleaning: false,
+                ..opts.clone()
+            };
+            Ok(Box::new(CascadeEngine::open(
+                "cascade-nocleaning",
+                dir,
+                opts,
+            )?))
+        }
         "dram-index" => Ok(Box::new(CascadeEngine::open_dram_index(dir, opts.clone())?)),
         "rocksdb" => open_rocksdb(dir, opts.durability == Durability::Sync, block_cache),
         other => Err(format!(
-            "unknown engine {other:?} (cascade, dram-index, rocksdb)"
+            "unknown engine {other:?} (cascade, cascade-nocleaning, dram-index, rocksdb)"
         )),
     }
 }

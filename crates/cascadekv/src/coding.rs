@@ -62,6 +62,20 @@ pub(crate) const fn usize_from(v: u64) -> usize {
     v as usize
 }
 
+/// `a / b` as a float, 0 when `b` is 0 (for statistics and policy decisions).
+#[must_use]
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "ratios of byte or chunk counts: 52 bits of precision are plenty"
+)]
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
 /// Microseconds of `d`, saturating (for counters and statistics).
 #[must_use]
 pub(crate) fn micros(d: std::time::Duration) -> u64 {

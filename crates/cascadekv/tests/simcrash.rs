@@ -73,23 +73,40 @@ struct Oracle {
     issued: HashMap<Vec<u8>, u64>,
 }
 
+/// What the workload does besides writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upkeep {
+    /// Writes only.
+    None,
+    /// Flushes and compactions.
+    Stages,
+    /// Flushes, compactions and log cleanings until no victims are left.
+    Cleaning,
+}
+
 #[test]
 fn recovers_every_acknowledged_write_at_every_fence() {
-    run(false);
+    run(Upkeep::None);
 }
 
 #[test]
 fn recovers_at_every_fence_of_flushes_and_compactions() {
-    run(true);
+    run(Upkeep::Stages);
 }
 
-fn run(stages: bool) {
+#[test]
+fn recovers_at_every_fence_of_log_cleaning() {
+    run(Upkeep::Cleaning);
+}
+
+fn run(upkeep: Upkeep) {
+    let stages = upkeep != Upkeep::None;
     let dev = Arc::new(SimDevice::new(4 << 20));
     let oracle = Arc::new(Mutex::new(Oracle::default()));
     let checked = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let check_dir = std::env::temp_dir().join(format!(
-        "ckv-simcrash-check-{}-{stages}",
+        "ckv-simcrash-check-{}-{upkeep:?}",
         std::process::id()
     ));
     {
@@ -122,7 +139,7 @@ fn run(stages: bool) {
             }
         })));
     }
-    let dir = std::env::temp_dir().join(format!("ckv-simcrash-{}-{stages}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("ckv-simcrash-{}-{upkeep:?}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let db = Arc::new(Db::open(&dir, opts(dev.clone())).expect("open"));
     let handles: Vec<_> = (0..THREADS)
@@ -134,6 +151,10 @@ fn run(stages: bool) {
                         db.flush_faststore().expect("flush");
                         if i % 40 == 39 {
                             db.compact().expect("compact");
+                        }
+                        // `Db::compact` with no buffer-tree waiting runs a cleaning.
+                        if upkeep == Upkeep::Cleaning {
+                            while db.compact().expect("cleaning") {}
                         }
                     }
                     let k = key(t, (i * 5) % KEYS_PER_THREAD);
@@ -191,6 +212,13 @@ fn run(stages: bool) {
         let s = db.stats();
         assert!(
             s.flushes >= 5 && s.compactions >= 2 && s.stable_tables > 0,
+            "{s:?}"
+        );
+    }
+    if upkeep == Upkeep::Cleaning {
+        let s = db.stats();
+        assert!(
+            s.vlog_cleanings >= 2 && s.vlog_released_segments > 0,
             "{s:?}"
         );
     }

@@ -17,11 +17,19 @@
 //!    stage set, mark the replaced tables obsolete (their chunks are freed once no
 //!    reader holds them).
 //!
+//! Log cleaning rides on compaction (docs/design.md, "Log cleaning"): the caller may
+//! name *victim* value segments. Every table pointing into a victim is rewritten —
+//! a table that would have moved or stayed untouched too — and every value the output
+//! keeps that lies in a victim is copied to a fresh value segment
+//! ([`crate::vlog::Relocator`]) with the new pointer in the new table. A compaction
+//! with no buffer-trees and some victims is a pure cleaning of StableStore.
+//!
 //! Thread-safety: `run` reads immutable inputs and writes only new chunks; it may run
 //! while readers and writers work and while a flush adds newer buffer-trees.
 
 mod merge;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use merge::{merge, RunCursor};
@@ -31,10 +39,10 @@ use crate::error::{Error, Result};
 use crate::pmem::Pool;
 use crate::stablestore::StableStore;
 use crate::table::builder::TableOptions;
-use crate::table::{Lst, TableWriter};
+use crate::table::{Lst, TableWriter, Unpublished};
 use crate::value::ValueRef;
 use crate::vlog::segments::DeadTally;
-use crate::vlog::{RetainedSegments, SegmentDead};
+use crate::vlog::{Relocator, RetainedSegments, SegmentDead, SegmentLive, SegmentMap};
 
 /// What a compaction works on.
 #[derive(Debug)]
@@ -51,6 +59,8 @@ pub(crate) struct Input {
     pub topts: TableOptions,
     /// Merge threads.
     pub threads: usize,
+    /// Value segments to clean (first chunks): values kept in them are moved.
+    pub victims: BTreeSet<u64>,
 }
 
 /// What a compaction produced.
@@ -62,10 +72,15 @@ pub(crate) struct Output {
     pub rewritten: Vec<Arc<Lst>>,
     /// Ids of stable tables among `rewritten`.
     pub removed_stable: Vec<u64>,
-    /// New tables, in key order.
-    pub created: Vec<Arc<Lst>>,
-    /// Separated value bytes made dead, by retained segment.
+    /// New tables, in key order; live once the caller's edit is durable.
+    pub created: Unpublished,
+    /// Separated value bytes made dead (dropped versions and moved values), by
+    /// retained segment.
     pub dead: Vec<SegmentDead>,
+    /// Value segments written by cleaning, with the bytes moved into each.
+    pub created_segments: Vec<SegmentLive>,
+    /// Value bytes moved out of victims.
+    pub moved_value_bytes: u64,
     /// Table bytes written.
     pub bytes_written: u64,
     /// Entries read from rewritten tables.
@@ -109,17 +124,35 @@ pub(crate) fn run(input: &Input) -> Result<Output> {
             })
             .collect()
     });
-    let mut per_unit: Vec<(usize, Vec<Arc<Lst>>)> = Vec::new();
-    let mut dead = DeadTally::default();
+    // Any thread's failure fails the compaction; the tables the others made are
+    // dropped unpublished (marked obsolete, so their space goes back).
+    let mut ok = Vec::with_capacity(results.len());
+    let mut first_err = None;
     for r in results {
-        let r = r?;
+        match r {
+            Ok(r) => ok.push(r),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let mut per_unit: Vec<(usize, Unpublished)> = Vec::new();
+    let mut dead = DeadTally::default();
+    for r in ok {
         per_unit.extend(r.made);
         dead.merge(r.dead);
         out.bytes_written += r.written;
         out.entries_out += r.entries;
+        out.created_segments.extend(r.created_segments);
+        out.moved_value_bytes += r.moved_value_bytes;
     }
     per_unit.sort_by_key(|(i, _)| *i);
-    out.created = per_unit.into_iter().flat_map(|(_, l)| l).collect();
+    for (_, u) in per_unit {
+        out.created.extend(u);
+    }
     out.dead = dead.finish();
     Ok(out)
 }
@@ -164,7 +197,12 @@ fn pick(input: &Input, out: &mut Output) -> Vec<Unit> {
     let target = (total_rewrite / input.threads.max(1) as u64).max(16 * 1024);
     let mut units: Vec<Unit> = Vec::new();
     for c in clusters {
-        if c.len() == 1 {
+        let forced = |l: &Lst| {
+            l.value_segments()
+                .iter()
+                .any(|s| input.victims.contains(&s.chunk()))
+        };
+        if c.len() == 1 && !c.iter().any(|(l, _)| forced(l)) {
             if let Some((l, Src::Tree(_))) = c.into_iter().next() {
                 out.moved.push(l);
             }
@@ -213,10 +251,12 @@ fn pick(input: &Input, out: &mut Output) -> Vec<Unit> {
 /// What one merge thread produced.
 struct UnitResult {
     /// Tables per unit index.
-    made: Vec<(usize, Vec<Arc<Lst>>)>,
+    made: Vec<(usize, Unpublished)>,
     dead: DeadTally,
     written: u64,
     entries: u64,
+    created_segments: Vec<SegmentLive>,
+    moved_value_bytes: u64,
 }
 
 fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Result<UnitResult> {
@@ -224,15 +264,27 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
     let mut builder = input.topts.builder();
     let mut made = Vec::new();
     let mut dead = DeadTally::default();
+    let mut moved_out = DeadTally::default();
+    let mut reloc = Relocator::new(input.pool.clone());
     let chunk_size = input.pool.chunk_size();
     let mut n = 0u64;
-    for (ui, u) in units.iter().enumerate().skip(t).step_by(threads) {
+    let mine: Vec<(usize, &Unit)> = units.iter().enumerate().skip(t).step_by(threads).collect();
+    // Every value segment the input tables point into, plus those cleaning creates.
+    let mut segs = SegmentMap::default();
+    for (_, u) in &mine {
+        for l in u.runs.iter().flatten() {
+            for s in l.value_segments() {
+                segs.insert(s.clone());
+            }
+        }
+    }
+    for (ui, u) in mine {
         let mut cursors: Vec<RunCursor> = u
             .runs
             .iter()
             .map(|r| RunCursor::new(r.clone(), u.lo.clone(), u.hi.clone()))
             .collect();
-        let mut lsts = Vec::new();
+        let mut lsts = Unpublished::default();
         merge(
             &mut cursors,
             |k, v| {
@@ -241,8 +293,31 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
                     return Ok(());
                 }
                 n += 1;
-                if let Some(b) = builder.add(k, &v) {
-                    lsts.push(writer.place(b)?);
+                let Some(p) = v.ptr() else {
+                    if let Some(b) = builder.add(k, &v) {
+                        lsts.push(writer.place(b, &segs)?);
+                    }
+                    return Ok(());
+                };
+                let Some(seg) = segs.find(p.addr, chunk_size).cloned() else {
+                    return Err(Error::corruption(
+                        input.pool.path(),
+                        p.addr,
+                        "a table entry points outside the value segments its table lists",
+                    ));
+                };
+                let (v, seg) = if input.victims.contains(&seg.chunk()) {
+                    let (to, new_seg) = reloc.relocate(k, p)?;
+                    moved_out.note(&input.retained, chunk_size, k.len(), p);
+                    segs.insert(new_seg.clone());
+                    (ValueRef::Separated(to), new_seg)
+                } else {
+                    (v, seg)
+                };
+                let done = builder.add(k, &v);
+                builder.note_value_segment(seg.chunk());
+                if let Some(b) = done {
+                    lsts.push(writer.place(b, &segs)?);
                 }
                 Ok(())
             },
@@ -253,15 +328,20 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
             },
         )?;
         if let Some(b) = builder.finish() {
-            lsts.push(writer.place(b)?);
+            lsts.push(writer.place(b, &segs)?);
         }
         made.push((ui, lsts));
     }
+    // Moved values first: a table must never point at bytes that are not durable.
+    reloc.sync()?;
     writer.sync()?;
+    dead.merge(moved_out);
     Ok(UnitResult {
         made,
         dead,
         written: writer.bytes_written(),
         entries: n,
+        created_segments: reloc.created(),
+        moved_value_bytes: reloc.moved_bytes(),
     })
 }

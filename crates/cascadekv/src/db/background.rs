@@ -86,25 +86,27 @@ pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<
 
 fn flush_step(engine: &Engine) -> Result<()> {
     while !engine.bg.stopped() && flush::flush_oldest(engine)? {}
-    // Read-only load: move a partly filled FastStore on to the read-optimized stages.
     let stages = engine.stages.load_full();
-    if engine.opts.flush_when_read_only
-        && engine.load.mode() == LoadMode::ReadOnly
+    let active = &stages.active;
+    // Move a partly filled FastStore on: under read-only load (to the read-optimized
+    // stages), when idle (so its logs can be cleaned), or when its logs outgrew their
+    // capacity without a writer noticing (after recovery).
+    let read_only = engine.opts.flush_when_read_only && engine.load.mode() == LoadMode::ReadOnly;
+    let idle = engine.load.idle();
+    let logs_full = engine.active_log_bytes.load(Ordering::Acquire) >= engine.log_capacity;
+    if (read_only || idle || logs_full)
         && stages.immutable.is_empty()
-        && !stages.active.index().is_empty()
-        && engine.switch(&stages.active, true)
+        && !active.index().is_empty()
+        && engine.switch(active, true)
     {
         flush::flush_oldest(engine)?;
     }
+    engine.pool.free_released()?;
     Ok(())
 }
 
 fn compact_step(engine: &Engine) -> Result<()> {
-    let mode = engine.load.update();
-    let threshold = match mode {
-        LoadMode::WriteHeavy => engine.opts.buffer_trees_write_heavy,
-        LoadMode::ReadHeavy | LoadMode::ReadOnly => engine.opts.buffer_trees_read_heavy,
-    };
-    compact::compact(engine, threshold)?;
+    compact::maintain(engine)?;
+    engine.pool.free_released()?;
     Ok(())
 }

@@ -1,55 +1,191 @@
 //! The compaction job: FluidKV Algorithm 3, lines 17–33, around
 //! [`crate::compaction::run`] — persist the edit, install the new stage set, retire
-//! the replaced tables.
+//! the replaced tables — and log cleaning, which rides on it (docs/design.md).
 //!
 //! The buffer-trees compacted are those present when the compaction started; trees
 //! flushed meanwhile are newer than its output and stay in front of StableStore.
 //! Replaced tables are marked obsolete only after the edit is durable and the new
 //! stage set is installed; their chunks are freed when the last reader holding an
-//! older stage set drops it.
+//! older stage set drops it, and so are value segments no table holds any more.
+//!
+//! Cleaning: [`maintain`] (the compaction thread, every window) compacts when enough
+//! buffer-trees wait, and otherwise, when some value segments are dead enough
+//! (`vlog/cleaner.rs`), runs a cleaning compaction: only the stable tables pointing
+//! into the victims are rewritten, their live values moved. Victims that buffer-tree
+//! tables still point into wait for the next full compaction.
+//!
+//! Called by the compaction thread and by `Db::compact`; `compact_lock` makes them
+//! take turns.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::engine::Engine;
+use super::load::LoadMode;
+use crate::coding::{micros, ratio};
 use crate::compaction::{self, Input};
 use crate::error::Result;
 use crate::manifest::Edit;
+use crate::stages::Stages;
+use crate::vlog::cleaner::{self, Pressure};
+use crate::vlog::Segment;
 
-/// Compacts every buffer-tree into StableStore if there are at least `min_trees`.
-/// Returns false if there was nothing to do.
+/// Compacts every buffer-tree into StableStore if there are at least `min_trees`,
+/// cleaning the value segments that qualify at the same time. Returns false if there
+/// was nothing to do.
 pub(crate) fn compact(e: &Engine, min_trees: usize) -> Result<bool> {
     let _one = e.compact_lock.lock();
     let stages = e.stages.load_full();
     if stages.buffer.is_empty() || stages.buffer.len() < min_trees {
         return Ok(false);
     }
+    let victims = pick_victims(e, &stages, true);
+    run(e, &stages, true, victims)?;
+    Ok(true)
+}
+
+/// `Db::compact`: every buffer-tree into StableStore, or — with none waiting — a
+/// cleaning if the value log has victims. Returns false if there was nothing to do.
+pub(crate) fn compact_now(e: &Engine) -> Result<bool> {
+    if compact(e, 1)? {
+        return Ok(true);
+    }
+    clean(e)
+}
+
+/// A cleaning compaction of StableStore, if the value log has victims.
+fn clean(e: &Engine) -> Result<bool> {
+    let _one = e.compact_lock.lock();
+    let stages = e.stages.load_full();
+    let victims = pick_victims(e, &stages, false);
+    if victims.is_empty() {
+        return Ok(false);
+    }
+    run(e, &stages, false, victims)?;
+    Ok(true)
+}
+
+/// One round of the compaction thread: a compaction if the load-aware threshold is
+/// reached, else a cleaning if the value log has victims.
+pub(crate) fn maintain(e: &Engine) -> Result<()> {
+    let mode = e.load.update();
+    let idle = e.load.idle();
+    let threshold = match mode {
+        _ if idle => 1,
+        LoadMode::WriteHeavy => e.opts.buffer_trees_write_heavy,
+        LoadMode::ReadHeavy | LoadMode::ReadOnly => e.opts.buffer_trees_read_heavy,
+    };
+    if !compact(e, threshold)? {
+        clean(e)?;
+    }
+    Ok(())
+}
+
+/// Victims for a compaction that merges the buffer-trees (`with_trees`) or not; in the
+/// latter case segments that buffer-tree tables point into are left for later.
+fn pick_victims(e: &Engine, stages: &Stages, with_trees: bool) -> BTreeSet<u64> {
+    if !e.opts.vlog_cleaning {
+        return BTreeSet::new();
+    }
+    // Only segments the tables of this stage set point into can be cleaned by
+    // rewriting them; without the buffer-trees, only those StableStore alone holds.
+    let mut exclude = BTreeSet::new();
+    let mut pointed: BTreeSet<u64> = BTreeSet::new();
+    for t in &stages.buffer {
+        for l in t.tables.tables() {
+            let chunks = l.value_segments().iter().map(|s| s.chunk());
+            if with_trees {
+                pointed.extend(chunks);
+            } else {
+                exclude.extend(chunks);
+            }
+        }
+    }
+    for l in stages.stable.tables().tables() {
+        pointed.extend(l.value_segments().iter().map(|s| s.chunk()));
+    }
+    let retained = e.manifest.state().retained;
+    for (c, _) in retained.iter() {
+        if !pointed.contains(&c) {
+            exclude.insert(c);
+        }
+    }
+    let total = e.pool.chunk_count();
+    let pressure = Pressure {
+        free_fraction: ratio(e.pool.free_chunk_count(), total),
+        idle: e.load.idle(),
+    };
+    let budget = if e.opts.vlog_clean_batch_bytes == 0 {
+        (total * e.pool.chunk_size() / 16).min(64 << 20)
+    } else {
+        e.opts.vlog_clean_batch_bytes
+    };
+    cleaner::victims(
+        &retained,
+        e.pool.chunk_size(),
+        e.opts.vlog_dead_ratio,
+        pressure,
+        budget,
+        &exclude,
+    )
+}
+
+/// Runs one compaction over `stages` (its buffer-trees too if `with_trees`), moving
+/// the live values of `victims`. The caller holds `compact_lock`.
+fn run(e: &Engine, stages: &Arc<Stages>, with_trees: bool, victims: BTreeSet<u64>) -> Result<()> {
     let start = Instant::now();
+    let cleaning = !victims.is_empty();
     let input = Input {
-        trees: stages.buffer.clone(),
+        trees: if with_trees {
+            stages.buffer.clone()
+        } else {
+            Vec::new()
+        },
         stable: stages.stable.clone(),
         retained: e.manifest.state().retained,
         pool: e.pool.clone(),
         topts: e.topts.clone(),
         threads: e.opts.compaction_threads,
+        victims,
     };
-    drop(stages);
     let out = compaction::run(&input)?;
+    if out.rewritten.is_empty() && out.moved.is_empty() && input.trees.is_empty() {
+        return Ok(());
+    }
+    // Segments no table will hold once the replaced tables are obsolete: every holder
+    // of a segment a replaced table points into is a live table (flushes give back
+    // their generation's holder before they install), and the new tables already hold
+    // theirs.
+    let mut refs: BTreeMap<u64, (usize, Arc<Segment>)> = BTreeMap::new();
+    for l in &out.rewritten {
+        for s in l.value_segments() {
+            refs.entry(s.chunk()).or_insert((0, s.clone())).0 += 1;
+        }
+    }
+    let released: Vec<(u64, u64)> = refs
+        .values()
+        .filter(|(n, s)| s.holders() == *n)
+        .map(|(_, s)| (s.chunk(), s.bytes()))
+        .collect();
     let seqs: Vec<u64> = input.trees.iter().map(|t| t.seq).collect();
-    let mut added: Vec<_> = out.created.iter().map(|l| l.meta()).collect();
+    let mut added: Vec<_> = out.created.tables().iter().map(|l| l.meta()).collect();
     added.extend(out.moved.iter().map(|l| l.meta()));
     e.manifest.apply(&Edit::Compaction {
         trees: seqs.clone(),
         removed: out.removed_stable.clone(),
         added,
         dead: out.dead.clone(),
+        created: out.created_segments.clone(),
+        released: released.iter().map(|(c, _)| *c).collect(),
     })?;
+    let created = out.created.publish();
     let removed: HashSet<u64> = out.removed_stable.iter().copied().collect();
     e.stages.install_compaction(
         &seqs,
         &removed,
-        out.created.iter().chain(out.moved.iter()).cloned(),
+        created.iter().chain(out.moved.iter()).cloned(),
     );
     for l in &out.rewritten {
         l.mark_obsolete();
@@ -58,11 +194,22 @@ pub(crate) fn compact(e: &Engine, min_trees: usize) -> Result<bool> {
     c.compactions.fetch_add(1, Ordering::Relaxed);
     c.compaction_bytes
         .fetch_add(out.bytes_written, Ordering::Relaxed);
-    c.compaction_micros.fetch_add(
-        u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
+    c.compaction_micros
+        .fetch_add(micros(start.elapsed()), Ordering::Relaxed);
     c.moved_tables
         .fetch_add(out.moved.len() as u64, Ordering::Relaxed);
-    Ok(true)
+    c.released_segments
+        .fetch_add(released.len() as u64, Ordering::Relaxed);
+    c.released_segment_bytes.fetch_add(
+        released.iter().map(|(_, b)| *b).sum::<u64>(),
+        Ordering::Relaxed,
+    );
+    if cleaning {
+        c.cleanings.fetch_add(1, Ordering::Relaxed);
+        c.clean_micros
+            .fetch_add(micros(start.elapsed()), Ordering::Relaxed);
+        c.cleaned_value_bytes
+            .fetch_add(out.moved_value_bytes, Ordering::Relaxed);
+    }
+    Ok(())
 }

@@ -53,6 +53,13 @@ pub(crate) struct Counters {
     /// Log and user bytes of FastStores already flushed (live ones are in their slots).
     pub retired_log_bytes: AtomicU64,
     pub retired_user_bytes: AtomicU64,
+    /// Compactions that cleaned the value log, their time, and what they moved.
+    pub cleanings: AtomicU64,
+    pub clean_micros: AtomicU64,
+    pub cleaned_value_bytes: AtomicU64,
+    /// Value-log segments released (no table points into them any more) and their bytes.
+    pub released_segments: AtomicU64,
+    pub released_segment_bytes: AtomicU64,
 }
 
 /// The shared state of an open store.
@@ -93,6 +100,10 @@ pub(crate) struct Engine {
     /// Index bytes of the active FastStore, published by writers in coarse steps;
     /// reset by the switcher. Atomic.
     pub active_bytes: AtomicU64,
+    /// Log bytes of the active FastStore, published and reset the same way.
+    pub active_log_bytes: AtomicU64,
+    /// Log bytes at which the active FastStore is switched (resolved option). Immutable.
+    pub log_capacity: u64,
     /// A background flush or compaction ran out of pool space (atomic flag).
     pub space_blocked: AtomicBool,
     /// Read:write mix (atomics and its own mutex).
@@ -163,6 +174,7 @@ impl Engine {
         let switched = self.stages.freeze(old, wait, || self.new_faststore());
         if switched {
             self.active_bytes.store(0, Ordering::Release);
+            self.active_log_bytes.store(0, Ordering::Release);
             self.counters.switches.fetch_add(1, Ordering::Relaxed);
             self.bg.wake();
         }

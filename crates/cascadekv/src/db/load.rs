@@ -11,7 +11,7 @@
 //! may credit a few operations to the wrong store; the mode is a heuristic.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
@@ -51,7 +51,12 @@ pub(crate) struct LoadTracker {
     writes: AtomicU64,
     mode: AtomicU8,
     last: Mutex<(u64, u64)>,
+    /// Windows in a row without a read or a write.
+    quiet_windows: AtomicU32,
 }
+
+/// Quiet windows (of 50 ms) after which the store counts as idle: one second.
+const IDLE_WINDOWS: u32 = 20;
 
 impl LoadTracker {
     /// Counts one read.
@@ -85,6 +90,11 @@ impl LoadTracker {
         let mut last = self.last.lock();
         let (dr, dw) = (r - last.0, w - last.1);
         *last = (r, w);
+        if dr == 0 && dw == 0 {
+            self.quiet_windows.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.quiet_windows.store(0, Ordering::Relaxed);
+        }
         let mode = if dw == 0 && dr > 0 {
             LoadMode::ReadOnly
         } else if dr > dw {
@@ -94,6 +104,12 @@ impl LoadTracker {
         };
         self.mode.store(mode as u8, Ordering::Relaxed);
         mode
+    }
+
+    /// True after a second without reads or writes: background work may then tidy up
+    /// (flush a partly full FastStore, clean the value log harder).
+    pub fn idle(&self) -> bool {
+        self.quiet_windows.load(Ordering::Relaxed) >= IDLE_WINDOWS
     }
 
     /// The mode decided at the last window.

@@ -192,17 +192,22 @@ impl Db {
             // writer down gradually (never blocks forever: a failed flush poisons).
             if e.opts.background && stages.immutable.len() >= e.opts.max_immutable_faststores {
                 if e.space_blocked.load(Ordering::Acquire) {
-                    return Err(Error::PoolFull {
-                        chunks: e.pool.chunk_count(),
-                        wanted: 1,
-                    });
+                    // Out of space: puts fail at once; deletes go on (they free space
+                    // once flushed), past the memory budget if need be.
+                    if ops.iter().any(|(_, v)| v.is_some()) {
+                        return Err(Error::PoolFull {
+                            chunks: e.pool.chunk_count(),
+                            wanted: 1,
+                        });
+                    }
+                } else {
+                    let t = *stalled.get_or_insert_with(Instant::now);
+                    drop(stages);
+                    e.bg.wake();
+                    let waited = crate::coding::micros(t.elapsed());
+                    std::thread::sleep(Duration::from_micros((waited / 4).clamp(20, 2000)));
+                    continue;
                 }
-                let t = *stalled.get_or_insert_with(Instant::now);
-                drop(stages);
-                e.bg.wake();
-                let waited = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
-                std::thread::sleep(Duration::from_micros((waited / 4).clamp(20, 2000)));
-                continue;
             }
             if let Some(t) = stalled.take() {
                 let waited = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -211,8 +216,8 @@ impl Db {
             }
             let fs = &stages.active;
             let sync = d == Durability::Sync;
-            let publish = match fs.write(&e.write_ctx(), ops, batch, sync) {
-                Ok(Written::Done { publish }) => publish,
+            let (dram, log) = match fs.write(&e.write_ctx(), ops, batch, sync) {
+                Ok(Written::Done { dram, log }) => (dram, log),
                 Ok(Written::Retry) => {
                     std::thread::yield_now();
                     continue;
@@ -225,9 +230,10 @@ impl Db {
                 }
             };
             e.load.note_write();
-            if publish > 0 {
-                let total = e.active_bytes.fetch_add(publish, Ordering::AcqRel) + publish;
-                if total >= e.opts.faststore_capacity {
+            if dram > 0 || log > 0 {
+                let d = e.active_bytes.fetch_add(dram, Ordering::AcqRel) + dram;
+                let l = e.active_log_bytes.fetch_add(log, Ordering::AcqRel) + log;
+                if d >= e.opts.faststore_capacity || l >= e.log_capacity {
                     let fs = fs.clone();
                     drop(stages);
                     e.switch(&fs, false);
@@ -312,17 +318,22 @@ impl Db {
             e.switch(&active, true);
         }
         while flush::flush_oldest(e)? {}
+        e.pool.free_released()?;
         Ok(())
     }
 
     /// Compacts every buffer-tree into StableStore now (whatever the load-aware
-    /// threshold). Returns false if there were no buffer-trees.
+    /// threshold), cleaning the value log's victims on the way; with no buffer-tree
+    /// waiting, runs one cleaning of the value log if it has victims. Returns false if
+    /// there was nothing to do.
     ///
     /// # Errors
-    /// `Closed`, `PoolFull`, `Io`, `Corruption` (a damaged input table).
+    /// `Closed`, `PoolFull`, `Io`, `Corruption` (a damaged input table or value).
     pub fn compact(&self) -> Result<bool> {
         self.engine.check_open()?;
-        compact::compact(&self.engine, 1)
+        let done = compact::compact_now(&self.engine)?;
+        self.engine.pool.free_released()?;
+        Ok(done)
     }
 
     /// Closes the store: persists all logs, marks a clean shutdown. Later calls on

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use super::background::Signal;
 use super::engine::{Counters, Engine};
 use super::load::LoadTracker;
-use super::recovery::{load_tables, replay_all};
+use super::recovery::{load_tables, release_unreferenced, replay_all, value_candidates};
 use super::{Options, RecoveryInfo};
 use crate::epoch::Snapshots;
 use crate::error::{Error, Result};
@@ -44,25 +44,19 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
         pool.allocator().set_clean(pool.mem(), false)?;
     }
     let start = Instant::now();
-    let disc = log::discover(&pool)?;
+    let mut disc = log::discover(&pool)?;
     // The manifest says which tables are live and which generations are flushed.
     let man = manifest::recover(&pool, &disc.manifests)?;
     pool.free_chunks(&man.stale)?;
-    let state = man.state;
-    let (buffer, stable) = load_tables(&pool, &disc, &state)?;
-    // Logs of flushed generations are not replayed; their segments are freed except
-    // those holding separated values that tables reference.
-    let (flushed, live): (Vec<LogInfo>, Vec<LogInfo>) = disc
-        .logs
+    let mut state = man.state;
+    // Logs of flushed generations are not replayed; their segments (and value chunks
+    // written by cleaning) are kept only where tables point into them.
+    let (flushed, live): (Vec<LogInfo>, Vec<LogInfo>) = std::mem::take(&mut disc.logs)
         .into_iter()
         .partition(|l| l.generation <= state.flushed_generation);
-    let drop_segs: Vec<(u64, u64)> = flushed
-        .iter()
-        .flat_map(|l| l.segments.iter())
-        .filter(|s| !state.retained.contains(s.chunk))
-        .map(|s| (s.chunk, s.span))
-        .collect();
-    pool.free_chunks(&drop_segs)?;
+    let values = value_candidates(&pool, &disc, &flushed);
+    let (buffer, stable) = load_tables(&pool, &disc, &mut state, &values)?;
+    release_unreferenced(&pool, values, &mut state.retained)?;
     let generation = live
         .iter()
         .map(|l| l.generation)
@@ -87,6 +81,17 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
     let manifest = Manifest::open(pool.clone(), state, old);
     info.replay_micros = crate::coding::micros(start.elapsed());
     let active_bytes = fs.dram_bytes();
+    let active_log_bytes = fs.recovered_log_bytes();
+    let cs = pool.chunk_size();
+    let log_capacity = if opts.faststore_log_capacity == 0 {
+        (pool.chunk_count() * cs / 16).max(4 * cs)
+    } else {
+        opts.faststore_log_capacity
+    };
+    // Headroom ordinary writes leave for deletes and background work: 1/32 of the
+    // pool, at least 4 chunks, at most a quarter.
+    let n = pool.chunk_count();
+    pool.set_headroom((n / 32).max(4).min(n / 4));
     Ok(Engine {
         dir,
         pool,
@@ -109,6 +114,8 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
         recovery: info,
         counters: Counters::default(),
         active_bytes: AtomicU64::new(active_bytes),
+        active_log_bytes: AtomicU64::new(active_log_bytes),
+        log_capacity,
         space_blocked: AtomicBool::new(false),
         load: LoadTracker::default(),
         bg: Signal::default(),
@@ -140,7 +147,7 @@ fn open_pool(dir: &Path, opts: &Options) -> Result<(Arc<Pool>, std::fs::File)> {
     }
     let geo = PoolGeometry {
         pool_size: opts.pool_size,
-        chunk_size: opts.chunk_size,
+        chunk_size: opts.effective_chunk_size(),
     };
     let pool = Pool::open(&pool_path, &device, geo, opts.create_if_missing)?;
     Ok((Arc::new(pool), lock))

@@ -22,16 +22,36 @@ pub enum Durability {
 
 /// Engine options. `Options::default()` suits a server with a few GiB of fast tier.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent on/off switches, as in RocksDB's Options; not a state machine"
+)]
 pub struct Options {
     /// Create the store if the directory holds none (default true).
     pub create_if_missing: bool,
     /// Fast-tier pool size in bytes, used when creating (default 4 GiB, allocated lazily).
     pub pool_size: u64,
-    /// Chunk size in bytes (power of two, 16 KiB–64 MiB; default 4 MiB).
+    /// Chunk size in bytes, used when creating: a power of two, 16 KiB–64 MiB, or 0
+    /// (the default) for `pool_size / 256` between 256 KiB and 4 MiB. The unit of
+    /// allocation: each log in use, each table run and each value segment takes whole
+    /// chunks, so small pools want small chunks.
     pub chunk_size: u64,
     /// DRAM (estimated index bytes) at which the active FastStore is switched to
     /// immutable and a new one takes writes (default 256 MiB).
     pub faststore_capacity: u64,
+    /// Log bytes at which the active FastStore is switched too, so that a small set of
+    /// hot keys, overwritten again and again, is flushed and its logs freed instead of
+    /// filling the pool (0, the default: 1/16 of the pool, at least 4 chunks).
+    pub faststore_log_capacity: u64,
+    /// Clean the value log: move the live values out of mostly dead segments so their
+    /// space is reclaimed (default true; off only to measure what cleaning costs).
+    pub vlog_cleaning: bool,
+    /// Dead share of a value segment's bytes from which it is cleaned when space is not
+    /// short (default 0.5; lower under pressure, see `vlog/cleaner.rs`).
+    pub vlog_dead_ratio: f64,
+    /// Live bytes one cleaning cycle may move at most (0, the default: 1/16 of the pool,
+    /// at most 64 MiB).
+    pub vlog_clean_batch_bytes: u64,
     /// Values up to this many bytes are kept in the DRAM index; larger values are
     /// key-value separated (the index holds the log address). Default 256.
     pub inline_threshold: usize,
@@ -78,8 +98,12 @@ impl Default for Options {
         Options {
             create_if_missing: true,
             pool_size: 4 << 30,
-            chunk_size: 4 << 20,
+            chunk_size: 0,
             faststore_capacity: 256 << 20,
+            faststore_log_capacity: 0,
+            vlog_cleaning: true,
+            vlog_dead_ratio: 0.5,
+            vlog_clean_batch_bytes: 0,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,
@@ -108,11 +132,19 @@ impl Options {
     /// # Errors
     /// `InvalidArgument` naming the first option out of range.
     pub fn validate(&self) -> Result<()> {
-        if !self.chunk_size.is_power_of_two() || !(MIN_CHUNK..=MAX_CHUNK).contains(&self.chunk_size)
+        if self.chunk_size != 0
+            && (!self.chunk_size.is_power_of_two()
+                || !(MIN_CHUNK..=MAX_CHUNK).contains(&self.chunk_size))
         {
             return Err(Error::invalid(format!(
-                "chunk_size {} must be a power of two in [{MIN_CHUNK}, {MAX_CHUNK}]",
+                "chunk_size {} must be 0 (automatic) or a power of two in [{MIN_CHUNK}, {MAX_CHUNK}]",
                 self.chunk_size
+            )));
+        }
+        if !(self.vlog_dead_ratio > 0.0 && self.vlog_dead_ratio < 1.0) {
+            return Err(Error::invalid(format!(
+                "vlog_dead_ratio {} must be between 0 and 1 (exclusive)",
+                self.vlog_dead_ratio
             )));
         }
         if self.max_key_len == 0 || self.max_key_len > MAX_KEY_LEN {
@@ -158,6 +190,17 @@ impl Options {
             return Err(Error::invalid("buffer-tree thresholds must be at least 1"));
         }
         Ok(())
+    }
+
+    /// The chunk size a new pool gets: `chunk_size`, or for 0 `pool_size / 256`
+    /// rounded down to a power of two between 256 KiB and 4 MiB.
+    #[must_use]
+    pub fn effective_chunk_size(&self) -> u64 {
+        if self.chunk_size != 0 {
+            return self.chunk_size;
+        }
+        let target = (self.pool_size / 256).clamp(256 << 10, 4 << 20);
+        1u64 << target.ilog2()
     }
 
     /// Checks a key against the limits.

@@ -28,14 +28,39 @@ use crate::pmem::{ChunkKind, Pool, CHUNK_HEADER_LEN};
 use crate::stablestore::StableStore;
 use crate::table::{Lst, LstMeta, TableChunk, TableSet};
 use crate::value::ValuePtr;
+use crate::vlog::{RetainedSegments, Segment, SegmentLive, SegmentMap};
+
+/// The value-log segments recovery may keep: every log segment of a flushed
+/// generation and every value chunk (cleaning output). Each starts with no holder;
+/// [`load_tables`] gives each one a holder per table pointing into it, and
+/// [`release_unreferenced`] frees the rest.
+pub(super) fn value_candidates(
+    pool: &Arc<Pool>,
+    disc: &Discovery,
+    flushed: &[LogInfo],
+) -> SegmentMap {
+    let mut m = SegmentMap::default();
+    for s in flushed.iter().flat_map(|l| l.segments.iter()) {
+        m.insert(Segment::new(pool.clone(), s.chunk, s.span, 0));
+    }
+    for (h, c) in &disc.others {
+        if h.kind == ChunkKind::Value {
+            m.insert(Segment::new(pool.clone(), *c, u64::from(h.span).max(1), 0));
+        }
+    }
+    m
+}
 
 /// Rebuilds buffer-trees and StableStore from the manifest and frees table chunks no
 /// live table lives in (half-built or obsolete tables of an interrupted flush or
-/// compaction).
+/// compaction). Each table holds the value segments its manifest entry lists; a
+/// table of the first manifest format lists none, so it is read once to find them
+/// (and `state` is completed, to be written with the next manifest snapshot).
 pub(super) fn load_tables(
     pool: &Arc<Pool>,
     disc: &Discovery,
-    state: &ManifestState,
+    state: &mut ManifestState,
+    values: &SegmentMap,
 ) -> Result<(Vec<Arc<BufferTree>>, StableStore)> {
     // Table allocations by first chunk.
     let allocs: BTreeMap<u64, u64> = disc
@@ -46,7 +71,7 @@ pub(super) fn load_tables(
         .collect();
     let mut chunks: BTreeMap<u64, Arc<TableChunk>> = BTreeMap::new();
     let cs = pool.chunk_size();
-    let mut handle = |m: &LstMeta| -> Result<Arc<Lst>> {
+    let mut handle = |m: &mut LstMeta| -> Result<Arc<Lst>> {
         if m.index_units == 0 || m.index_off >= m.size || m.min_key > m.max_key {
             return Err(Error::corruption(
                 pool.path(),
@@ -71,11 +96,31 @@ pub(super) fn load_tables(
             .entry(*first)
             .or_insert_with(|| TableChunk::recovered(pool.clone(), *first, *span))
             .clone();
-        Ok(Lst::from_meta(m, tc))
+        if m.values.is_none() {
+            m.values = Some(referenced_segments(pool, m, &tc, values)?);
+        }
+        let mut segs = Vec::new();
+        for chunk in m.values.as_deref().unwrap_or(&[]) {
+            let s = values.get(*chunk).ok_or_else(|| {
+                Error::corruption(
+                    pool.path(),
+                    pool.chunk_offset(*chunk),
+                    format!(
+                        "table {} points into chunk {chunk}, which holds no flushed log or values",
+                        m.id
+                    ),
+                )
+            })?;
+            segs.push(s.clone());
+        }
+        Ok(Lst::from_meta(m, tc, segs))
     };
     let mut buffer = Vec::with_capacity(state.trees.len());
-    for (seq, metas) in state.trees.iter().rev() {
-        let lsts = metas.iter().map(&mut handle).collect::<Result<Vec<_>>>()?;
+    for (seq, metas) in state.trees.iter_mut().rev() {
+        let lsts = metas
+            .iter_mut()
+            .map(&mut handle)
+            .collect::<Result<Vec<_>>>()?;
         buffer.push(Arc::new(BufferTree {
             seq: *seq,
             tables: TableSet::new(lsts),
@@ -84,7 +129,7 @@ pub(super) fn load_tables(
     let stable = StableStore::new(
         state
             .stable
-            .values()
+            .values_mut()
             .map(&mut handle)
             .collect::<Result<Vec<_>>>()?,
     );
@@ -95,6 +140,74 @@ pub(super) fn load_tables(
         .collect();
     pool.free_chunks(&unused)?;
     Ok((buffer, stable))
+}
+
+/// The value segments a table of the first manifest format points into, read from
+/// the table itself.
+fn referenced_segments(
+    pool: &Pool,
+    m: &LstMeta,
+    tc: &Arc<TableChunk>,
+    values: &SegmentMap,
+) -> Result<Vec<u64>> {
+    let probe = Lst::probe(m, tc.clone());
+    let mut found = std::collections::BTreeSet::new();
+    let mut stray = None;
+    probe.scan_from(None, |_, v| {
+        if let Some(p) = v.ptr() {
+            match values.find(p.addr, pool.chunk_size()) {
+                Some(s) => {
+                    found.insert(s.chunk());
+                }
+                None => stray = Some(p.addr),
+            }
+        }
+        true
+    })?;
+    if let Some(addr) = stray {
+        return Err(Error::corruption(
+            pool.path(),
+            addr,
+            format!("table {} points at a value outside every log segment", m.id),
+        ));
+    }
+    Ok(found.into_iter().collect())
+}
+
+/// After the tables took their holders: frees the candidate segments no table points
+/// into, and brings the manifest's accounting in line — an entry for every segment a
+/// table points into (one the accounting missed counts as wholly live), none for the
+/// others.
+pub(super) fn release_unreferenced(
+    pool: &Pool,
+    values: SegmentMap,
+    retained: &mut RetainedSegments,
+) -> Result<()> {
+    let mut kept = std::collections::BTreeSet::new();
+    for s in values.iter() {
+        if s.holders() > 0 {
+            kept.insert(s.chunk());
+            if retained.get(s.chunk()).is_none() {
+                retained.add_live(SegmentLive {
+                    chunk: s.chunk(),
+                    span: s.span(),
+                    live: s.bytes(),
+                });
+            }
+        }
+    }
+    let stale: Vec<u64> = retained
+        .iter()
+        .map(|(c, _)| c)
+        .filter(|c| !kept.contains(c))
+        .collect();
+    for c in stale {
+        retained.remove(c);
+    }
+    // The unreferenced ones have no holder: dropping the last handle queues them.
+    drop(values);
+    pool.free_released()?;
+    Ok(())
 }
 
 /// Replays every log into `fs`. Each thread reads its share of the logs (checksums
@@ -167,7 +280,9 @@ pub(super) fn replay_all(
     fs.index().bulk_load(merged);
     fs.add_recovered(
         logs.iter()
-            .flat_map(|l| l.segments.iter().map(|s| (s.chunk, s.span))),
+            .flat_map(|l| l.segments.iter())
+            .map(|s| Segment::new(pool.clone(), s.chunk, s.span, 1))
+            .collect(),
         usize_from(dram),
     );
     Ok(max_lsn)

@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use super::Db;
+use crate::coding::ratio;
 use crate::pmem::Backend;
 
 /// A point-in-time summary of the store. New fields may be added in any release.
@@ -37,10 +38,32 @@ pub struct Stats {
     pub stable_dram_bytes: u64,
     /// Log segments in use (live FastStores).
     pub log_segments: u64,
-    /// Log segments kept for separated values, and their live value bytes.
-    pub retained_segments: u64,
-    /// Live separated-value bytes in retained segments (the rest of them is dead).
-    pub retained_live_bytes: u64,
+    /// Log bytes of the live FastStores (their segments' size).
+    pub faststore_log_bytes: u64,
+    /// Value-log segments: flushed log segments and cleaning output that tables point
+    /// into.
+    pub vlog_segments: u64,
+    /// Pool bytes those segments take.
+    pub vlog_bytes: u64,
+    /// Value bytes in them that tables still reference (records, headers included).
+    pub vlog_live_bytes: u64,
+    /// The rest of `vlog_bytes`: overwritten or deleted values, space cleaning reclaims.
+    pub vlog_dead_bytes: u64,
+    /// Cleanings (compactions that moved values out of victim segments) since open.
+    pub vlog_cleanings: u64,
+    /// Value bytes cleaning moved since open.
+    pub vlog_cleaned_bytes: u64,
+    /// Time spent in cleaning compactions, microseconds.
+    pub vlog_clean_micros: u64,
+    /// Value-log segments released (no table points into them) since open, and their
+    /// bytes.
+    pub vlog_released_segments: u64,
+    /// Bytes of the released segments.
+    pub vlog_released_bytes: u64,
+    /// Bytes the data needs: live values, tables, the FastStores' logs.
+    pub live_bytes: u64,
+    /// `pool_bytes_used / live_bytes`: what the store occupies per byte it needs.
+    pub space_amplification: f64,
     /// Pool size in bytes.
     pub pool_bytes_total: u64,
     /// Bytes in allocated chunks.
@@ -116,8 +139,17 @@ impl Stats {
         n("stable_bytes", self.stable_bytes);
         n("stable_dram_bytes", self.stable_dram_bytes);
         n("log_segments", self.log_segments);
-        n("retained_segments", self.retained_segments);
-        n("retained_live_bytes", self.retained_live_bytes);
+        n("faststore_log_bytes", self.faststore_log_bytes);
+        n("vlog_segments", self.vlog_segments);
+        n("vlog_bytes", self.vlog_bytes);
+        n("vlog_live_bytes", self.vlog_live_bytes);
+        n("vlog_dead_bytes", self.vlog_dead_bytes);
+        n("vlog_cleanings", self.vlog_cleanings);
+        n("vlog_cleaned_bytes", self.vlog_cleaned_bytes);
+        n("vlog_clean_micros", self.vlog_clean_micros);
+        n("vlog_released_segments", self.vlog_released_segments);
+        n("vlog_released_bytes", self.vlog_released_bytes);
+        n("live_bytes", self.live_bytes);
         n("pool_bytes_total", self.pool_bytes_total);
         n("pool_bytes_used", self.pool_bytes_used);
         n("pool_bytes_free", self.pool_bytes_free);
@@ -143,6 +175,10 @@ impl Stats {
         r.push((
             "write_amplification",
             format!("{:.3}", self.write_amplification),
+        ));
+        r.push((
+            "space_amplification",
+            format!("{:.3}", self.space_amplification),
         ));
         r.push(("load_mode", self.load_mode.to_string()));
         r.push(("backend", self.backend.to_string()));
@@ -174,8 +210,15 @@ impl Db {
             stable_entries: stages.stable.tables().entries(),
             stable_bytes: stages.stable.tables().bytes(),
             stable_dram_bytes: stages.stable.tables().dram_bytes(),
-            retained_segments: mstate.retained.len() as u64,
-            retained_live_bytes: mstate.retained.live_bytes(),
+            vlog_segments: mstate.retained.len() as u64,
+            vlog_bytes: mstate.retained.iter().map(|(_, u)| u.span).sum::<u64>()
+                * e.pool.chunk_size(),
+            vlog_live_bytes: mstate.retained.live_bytes(),
+            vlog_cleanings: ld(&c.cleanings),
+            vlog_cleaned_bytes: ld(&c.cleaned_value_bytes),
+            vlog_clean_micros: ld(&c.clean_micros),
+            vlog_released_segments: ld(&c.released_segments),
+            vlog_released_bytes: ld(&c.released_segment_bytes),
             pool_bytes_total: e.pool.chunk_count() * e.pool.chunk_size(),
             pool_bytes_used: e.pool.used_bytes(),
             pool_bytes_free: e.pool.free_bytes(),
@@ -210,7 +253,9 @@ impl Db {
         for fs in stages.fast() {
             s.faststore_entries += fs.index().len() as u64;
             s.faststore_dram_bytes += fs.dram_bytes();
-            s.log_segments += fs.segments().len() as u64;
+            let segs = fs.segments();
+            s.log_segments += segs.len() as u64;
+            s.faststore_log_bytes += segs.iter().map(|x| x.bytes()).sum::<u64>();
             let (log, user) = fs.written();
             s.log_bytes_written += log;
             s.user_bytes_written += user;
@@ -221,21 +266,11 @@ impl Db {
             s.buffer_bytes += t.tables.bytes();
             s.buffer_dram_bytes += t.tables.dram_bytes();
         }
+        s.vlog_dead_bytes = s.vlog_bytes.saturating_sub(s.vlog_live_bytes);
+        s.live_bytes = s.vlog_live_bytes + s.buffer_bytes + s.stable_bytes + s.faststore_log_bytes;
+        s.space_amplification = ratio(s.pool_bytes_used, s.live_bytes);
         let written = s.log_bytes_written + s.flush_bytes + s.compaction_bytes;
         s.write_amplification = ratio(written, s.user_bytes_written);
         s
-    }
-}
-
-/// `a / b` for display (0 when `b` is 0).
-#[expect(
-    clippy::cast_precision_loss,
-    reason = "a ratio for statistics: 52 bits of precision are plenty"
-)]
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
     }
 }

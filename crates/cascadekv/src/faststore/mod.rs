@@ -31,7 +31,7 @@ pub(crate) mod version;
 mod write;
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -44,6 +44,7 @@ pub(crate) use write::{Op, WriteCtx, Written};
 
 use crate::log::LogWriter;
 use crate::pmem::Pool;
+use crate::vlog::Segment;
 
 /// One thread's log and its accounting.
 #[derive(Debug)]
@@ -54,6 +55,8 @@ pub(crate) struct LogSlot {
     pub dram_bytes: u64,
     /// Part of `dram_bytes` not yet added to the store-wide counter.
     pub unpublished: u64,
+    /// Log bytes written and not yet added to the store-wide counter.
+    pub unpublished_log: u64,
     /// Key and value bytes written through this slot (for write amplification).
     pub user_bytes: u64,
 }
@@ -69,8 +72,11 @@ pub(crate) struct FastStore {
     index: Index,
     slots: Box<[Padded<Mutex<LogSlot>>]>,
     frozen: AtomicBool,
-    /// Log segments recovered into this generation at open: (chunk, span).
-    recovered: Mutex<Vec<(u64, u64)>>,
+    /// Log segments recovered into this generation at open (each with the
+    /// generation's holder).
+    recovered: Mutex<Vec<Arc<Segment>>>,
+    /// Log bytes of the recovered segments (counts towards the log capacity).
+    recovered_log_bytes: AtomicU64,
     /// DRAM estimate of recovered entries (not attributed to a slot).
     recovered_bytes: AtomicUsize,
 }
@@ -102,6 +108,7 @@ impl FastStore {
                     writer: LogWriter::new(pool.clone(), generation),
                     dram_bytes: 0,
                     unpublished: 0,
+                    unpublished_log: 0,
                     user_bytes: 0,
                 }))
             })
@@ -112,6 +119,7 @@ impl FastStore {
             slots,
             frozen: AtomicBool::new(false),
             recovered: Mutex::new(Vec::new()),
+            recovered_log_bytes: AtomicU64::new(0),
             recovered_bytes: AtomicUsize::new(0),
         }
     }
@@ -150,6 +158,15 @@ impl FastStore {
         }
     }
 
+    /// Gives back the generation's holder on each of its log segments: called once the
+    /// flush of this (frozen) generation is durable. Segments no table points into are
+    /// freed when the last reader of this FastStore lets go (`vlog/segment.rs`).
+    pub fn release_segments(&self) {
+        for s in self.segments() {
+            s.release();
+        }
+    }
+
     /// True once the switcher froze this generation.
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(Ordering::SeqCst)
@@ -160,14 +177,22 @@ impl FastStore {
         self.frozen.store(true, Ordering::SeqCst);
     }
 
-    /// Records segments recovered into this generation.
-    pub fn add_recovered(&self, segs: impl IntoIterator<Item = (u64, u64)>, dram: usize) {
+    /// Records segments recovered into this generation (each created with one holder,
+    /// the generation's).
+    pub fn add_recovered(&self, segs: Vec<Arc<Segment>>, dram: usize) {
+        let bytes: u64 = segs.iter().map(|s| s.bytes()).sum();
+        self.recovered_log_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.recovered.lock().extend(segs);
         self.recovered_bytes.fetch_add(dram, Ordering::Relaxed);
     }
 
-    /// Every log segment holding this generation's records: (chunk, span).
-    pub fn segments(&self) -> Vec<(u64, u64)> {
+    /// Log bytes of the segments recovered into this generation.
+    pub fn recovered_log_bytes(&self) -> u64 {
+        self.recovered_log_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Every log segment holding this generation's records.
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
         let mut v = self.recovered.lock().clone();
         for s in &self.slots {
             v.extend_from_slice(s.0.lock().writer.segments());

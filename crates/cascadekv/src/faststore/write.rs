@@ -12,10 +12,16 @@
 //! 5. `PutValidate` each key into the index (the newest LSN wins whatever the arrival
 //!    order) and account the DRAM it took.
 //!
-//! Accounting: each slot adds its index growth to a private counter and hands it to the
-//! store-wide counter in coarse steps ([`WriteCtx::publish_step`]), so the shared
-//! cache line is written rarely; the caller switches the FastStore when the total
-//! reaches its capacity.
+//! Accounting: each slot adds its index growth and its log growth to private counters
+//! and hands them to the store-wide counters in coarse steps
+//! ([`WriteCtx::publish_step`]), so the shared cache lines are written rarely; the
+//! caller switches the FastStore when either total reaches its capacity (DRAM:
+//! `faststore_capacity`; log: `faststore_log_capacity`, so that a small hot key set
+//! does not fill the pool with its own overwrites).
+//!
+//! Space: a write of puts allocates log segments as [`AllocClass::Writes`] (it must
+//! leave the pool's headroom free); a write of deletes only may use the headroom, so
+//! deleting data keeps working when the pool is full.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -24,6 +30,7 @@ use super::{entry_dram, FastStore, LogSlot, PutOutcome, Val, Version};
 use crate::epoch::Snapshots;
 use crate::error::Result;
 use crate::log::record::{value_len, Kind, RecordIn};
+use crate::pmem::AllocClass;
 use crate::value::ValuePtr;
 
 /// One operation of a write: a put (`Some(value)`) or a delete (`None`).
@@ -47,11 +54,13 @@ pub(crate) struct WriteCtx<'a> {
 /// Outcome of [`FastStore::write`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Written {
-    /// The write is logged and indexed; `publish` bytes of index growth are to be added
-    /// to the store-wide counter (0 most of the time).
+    /// The write is logged and indexed; `dram` bytes of index growth and `log` bytes of
+    /// log growth are to be added to the store-wide counters (0 most of the time).
     Done {
         /// Index bytes to publish.
-        publish: u64,
+        dram: u64,
+        /// Log bytes to publish.
+        log: u64,
     },
     /// The FastStore was frozen (or the store closed) first: nothing was written.
     Retry,
@@ -79,7 +88,14 @@ impl FastStore {
             return Ok(Written::Retry);
         }
         let epoch = cx.snaps.write_epoch();
-        let addrs = append(&mut slot, ops, lsns.as_slice(), batch, sync)?;
+        let class = if ops.iter().all(|(_, v)| v.is_none()) {
+            AllocClass::Upkeep
+        } else {
+            AllocClass::Writes
+        };
+        let log_before = slot.writer.bytes_written();
+        let addrs = append(&mut slot, ops, lsns.as_slice(), batch, sync, class)?;
+        slot.unpublished_log += slot.writer.bytes_written() - log_before;
         let before = slot.dram_bytes;
         for (((k, v), lsn), addr) in ops.iter().zip(lsns.as_slice()).zip(addrs.as_slice()) {
             let val = match v {
@@ -101,12 +117,17 @@ impl FastStore {
             }
         }
         slot.unpublished += slot.dram_bytes - before;
-        let publish = if slot.unpublished >= cx.publish_step {
+        let dram = if slot.unpublished >= cx.publish_step {
             std::mem::take(&mut slot.unpublished)
         } else {
             0
         };
-        Ok(Written::Done { publish })
+        let log = if slot.unpublished_log >= cx.publish_step {
+            std::mem::take(&mut slot.unpublished_log)
+        } else {
+            0
+        };
+        Ok(Written::Done { dram, log })
     }
 }
 
@@ -117,19 +138,23 @@ fn append(
     lsns: &[u64],
     batch: bool,
     sync: bool,
+    class: AllocClass,
 ) -> Result<LsnBuf> {
     let mut addrs = LsnBuf::default();
     if batch {
         let count = u32::try_from(ops.len())
             .map_err(|_| crate::Error::invalid("batch has more than 2^32-1 operations"))?
             .to_le_bytes();
-        slot.writer.append(&RecordIn {
-            kind: Kind::BatchHeader,
-            lsn: 0,
-            in_batch: false,
-            key: &[],
-            value: &count,
-        })?;
+        slot.writer.append(
+            &RecordIn {
+                kind: Kind::BatchHeader,
+                lsn: 0,
+                in_batch: false,
+                key: &[],
+                value: &count,
+            },
+            class,
+        )?;
     }
     for ((k, v), lsn) in ops.iter().zip(lsns) {
         let rec = RecordIn {
@@ -139,7 +164,7 @@ fn append(
             key: k,
             value: v.unwrap_or(&[]),
         };
-        addrs.push(slot.writer.append(&rec)?);
+        addrs.push(slot.writer.append(&rec, class)?);
     }
     if sync {
         slot.writer.sync()?;

@@ -96,7 +96,7 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
                     seq: h.seq,
                 });
             }
-            ChunkKind::Table => d.others.push((h, c)),
+            ChunkKind::Table | ChunkKind::Value => d.others.push((h, c)),
         }
         c += span;
     }

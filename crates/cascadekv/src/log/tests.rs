@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::Error;
 use crate::log::{self, Kind, LogWriter, RecordIn};
 use crate::pmem::sim::CrashMode;
-use crate::pmem::{Device, Pool, PoolGeometry, SimDevice, CHUNK_HEADER_LEN};
+use crate::pmem::{AllocClass, Device, Pool, PoolGeometry, SimDevice, CHUNK_HEADER_LEN};
 
 const CHUNK: u64 = 64 << 10;
 
@@ -31,13 +31,16 @@ fn synced_log(n: u64) -> (Arc<SimDevice>, Arc<Pool>, Vec<u64>) {
         let key = format!("key{i:04}");
         let val = vec![i.to_le_bytes()[0]; (i % 50) as usize];
         let a = w
-            .append(&RecordIn {
-                kind: Kind::Put,
-                lsn: i + 1,
-                in_batch: false,
-                key: key.as_bytes(),
-                value: &val,
-            })
+            .append(
+                &RecordIn {
+                    kind: Kind::Put,
+                    lsn: i + 1,
+                    in_batch: false,
+                    key: key.as_bytes(),
+                    value: &val,
+                },
+                AllocClass::Upkeep,
+            )
             .unwrap_or_else(|e| panic!("append: {e}"));
         w.sync().unwrap_or_else(|e| panic!("sync: {e}"));
         addrs.push(a);
@@ -125,17 +128,20 @@ fn stale_records_of_a_reused_chunk_do_not_come_back() {
     // A new log reuses the chunk and writes fewer records over the old ones.
     let mut w = LogWriter::new(pool.clone(), 2);
     for i in 0..3u64 {
-        w.append(&RecordIn {
-            kind: Kind::Put,
-            lsn: 1000 + i,
-            in_batch: false,
-            key: b"fresh",
-            value: b"v",
-        })
+        w.append(
+            &RecordIn {
+                kind: Kind::Put,
+                lsn: 1000 + i,
+                in_batch: false,
+                key: b"fresh",
+                value: b"v",
+            },
+            AllocClass::Upkeep,
+        )
         .unwrap_or_else(|e| panic!("append: {e}"));
     }
     w.sync().unwrap_or_else(|e| panic!("sync: {e}"));
-    assert_eq!(w.segments()[0].0, segs[0].0, "chunk was not reused");
+    assert_eq!(w.segments()[0].chunk(), segs[0].0, "chunk was not reused");
     assert!(addrs.len() > 3);
     assert_eq!(
         replayed(&pool).unwrap_or_else(|e| panic!("replay: {e}")),
@@ -149,17 +155,20 @@ fn corrupted_chunk_header_or_missing_segment_is_reported() {
     let pool = Arc::new(pool_on(dev.clone()));
     let mut w = LogWriter::new(pool.clone(), 1);
     for i in 0..3000u64 {
-        w.append(&RecordIn {
-            kind: Kind::Put,
-            lsn: i + 1,
-            in_batch: false,
-            key: &i.to_be_bytes(),
-            value: &[7u8; 40],
-        })
+        w.append(
+            &RecordIn {
+                kind: Kind::Put,
+                lsn: i + 1,
+                in_batch: false,
+                key: &i.to_be_bytes(),
+                value: &[7u8; 40],
+            },
+            AllocClass::Upkeep,
+        )
         .unwrap_or_else(|e| panic!("append: {e}"));
     }
     w.sync().unwrap_or_else(|e| panic!("sync: {e}"));
-    let segs = w.segments().to_vec();
+    let segs: Vec<(u64, u64)> = w.segments().iter().map(|s| (s.chunk(), s.span())).collect();
     assert!(segs.len() >= 3, "need several segments, got {}", segs.len());
     let img = dev.crash_image(CrashMode::DropAll);
     // Destroy the header of a middle segment: the log now has a gap.

@@ -21,16 +21,18 @@ use std::sync::Arc;
 
 use super::record::{self, encode, encode_filler, encoded_len, placement, Kind, RecordIn};
 use crate::error::Result;
-use crate::pmem::{ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
+use crate::pmem::{AllocClass, ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
+use crate::vlog::Segment;
 
+/// The segment being appended to.
 #[derive(Debug)]
-struct Segment {
+struct Tail {
     epoch: u64,
     /// Pool offset of the segment start.
     base: u64,
     /// Segment length in bytes.
     cap: u64,
-    /// Tail (segment-relative).
+    /// Append position (segment-relative).
     pos: u64,
     /// Everything before this offset has been handed to `write_back`.
     written_back: u64,
@@ -48,11 +50,11 @@ pub struct LogWriter {
     generation: u64,
     log_id: Option<u64>,
     next_seq: u64,
-    seg: Option<Segment>,
+    seg: Option<Tail>,
     set: WritebackSet,
     buf: Vec<u8>,
-    /// Every segment this log has used: (first chunk, span).
-    segments: Vec<(u64, u64)>,
+    /// Every segment this log has used, each created with one holder (the owner's).
+    segments: Vec<Arc<Segment>>,
     bytes: u64,
 }
 
@@ -79,8 +81,8 @@ impl LogWriter {
         }
     }
 
-    /// Segments used so far: (first chunk, span).
-    pub fn segments(&self) -> &[(u64, u64)] {
+    /// Segments used so far.
+    pub fn segments(&self) -> &[Arc<Segment>] {
         &self.segments
     }
 
@@ -95,14 +97,17 @@ impl LogWriter {
         clippy::cast_possible_truncation,
         reason = "a MARK is an offset inside one segment: at most 3 chunks of 64 MiB"
     )]
-    pub fn append(&mut self, rec: &RecordIn<'_>) -> Result<u64> {
+    ///
+    /// A new segment, if one is needed, is allocated as `class` (ordinary writes leave
+    /// the pool's headroom free).
+    pub fn append(&mut self, rec: &RecordIn<'_>, class: AllocClass) -> Result<u64> {
         let (mut mark, mut len) = self.mark_and_len(rec);
         let fits = self
             .seg
             .as_ref()
             .is_some_and(|s| placement(s.pos, len) + len <= s.cap);
         if !fits {
-            self.next_segment(len)?;
+            self.next_segment(len, class)?;
             (mark, len) = self.mark_and_len(rec);
         }
         let pool = self.pool.clone();
@@ -165,14 +170,19 @@ impl LogWriter {
         self.seg.as_ref().is_some_and(|s| s.pos > s.fenced)
     }
 
-    fn next_segment(&mut self, len: u64) -> Result<()> {
+    fn next_segment(&mut self, len: u64, class: AllocClass) -> Result<()> {
         // Allocate first: if the pool is full nothing is written, and the current
         // segment stays open for smaller records that still fit.
         let chunk = self.pool.chunk_size();
         let span = (CHUNK_HEADER_LEN + len).div_ceil(chunk).max(1);
-        let (a, h) =
-            self.pool
-                .alloc_chunk(self.kind, span, self.log_id, self.next_seq, self.generation)?;
+        let (a, h) = self.pool.alloc_chunk(
+            self.kind,
+            span,
+            self.log_id,
+            self.next_seq,
+            self.generation,
+            class,
+        )?;
         if let Some(seg) = self.seg.as_mut() {
             if seg.pos < seg.cap {
                 encode_filler(
@@ -189,8 +199,9 @@ impl LogWriter {
         self.sync()?;
         self.log_id = Some(h.owner);
         self.next_seq += 1;
-        self.segments.push((a.chunk, a.span));
-        self.seg = Some(Segment {
+        self.segments
+            .push(Segment::new(self.pool.clone(), a.chunk, a.span, 1));
+        self.seg = Some(Tail {
             epoch: a.epoch,
             base: self.pool.chunk_offset(a.chunk),
             cap: a.span * chunk,

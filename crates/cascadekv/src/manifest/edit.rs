@@ -1,6 +1,11 @@
 //! Manifest edits and the state they build, and their encoding (varints, LEB128; byte
 //! strings length-prefixed; drawn in docs/formats.md). Decoding never trusts a length:
 //! every count and length is checked against the bytes that remain.
+//!
+//! Two encodings: tags 1–3 are the first format (tables without their value-segment
+//! lists, compactions without value-log changes); tags 4–6 add them. Both decode;
+//! only the second is written, so a store's manifest moves to it at its next edit
+//! (which starts a new manifest log with a snapshot).
 
 use std::collections::BTreeMap;
 
@@ -9,9 +14,12 @@ use crate::table::LstMeta;
 use crate::vlog::segments::SegmentUsage;
 use crate::vlog::{RetainedSegments, SegmentDead, SegmentLive};
 
-const TAG_SNAPSHOT: u8 = 1;
-const TAG_FLUSH: u8 = 2;
-const TAG_COMPACTION: u8 = 3;
+const TAG_SNAPSHOT_V1: u8 = 1;
+const TAG_FLUSH_V1: u8 = 2;
+const TAG_COMPACTION_V1: u8 = 3;
+const TAG_SNAPSHOT: u8 = 4;
+const TAG_FLUSH: u8 = 5;
+const TAG_COMPACTION: u8 = 6;
 
 /// Everything the manifest knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +65,11 @@ pub enum Edit {
         added: Vec<LstMeta>,
         /// Separated value bytes that became dead, by retained segment.
         dead: Vec<SegmentDead>,
+        /// Value segments a cleaning wrote (values moved out of victim segments), with
+        /// the bytes the new tables reference in them.
+        created: Vec<SegmentLive>,
+        /// Retained segments no table references any more (first chunks).
+        released: Vec<u64>,
     },
 }
 
@@ -84,9 +97,17 @@ impl ManifestState {
                 removed,
                 added,
                 dead,
+                created,
+                released,
             } => {
                 for d in dead {
                     self.retained.add_dead(*d);
+                }
+                for s in created {
+                    self.retained.add_live(*s);
+                }
+                for c in released {
+                    self.retained.remove(*c);
                 }
                 for t in trees {
                     self.trees.remove(t);
@@ -132,6 +153,15 @@ fn put_lst(out: &mut Vec<u8>, m: &LstMeta) {
     }
     put_bytes(out, &m.min_key);
     put_bytes(out, &m.max_key);
+    let values: &[u64] = m.values.as_deref().unwrap_or(&[]);
+    put_ids(out, values);
+}
+
+fn put_ids(out: &mut Vec<u8>, ids: &[u64]) {
+    put_varint(out, ids.len() as u64);
+    for v in ids {
+        put_varint(out, *v);
+    }
 }
 
 fn put_lsts(out: &mut Vec<u8>, l: &[LstMeta]) {
@@ -203,18 +233,16 @@ pub fn encode(e: &Edit) -> Vec<u8> {
             removed,
             added,
             dead,
+            created,
+            released,
         } => {
             out.push(TAG_COMPACTION);
-            put_varint(&mut out, trees.len() as u64);
-            for t in trees {
-                put_varint(&mut out, *t);
-            }
-            put_varint(&mut out, removed.len() as u64);
-            for r in removed {
-                put_varint(&mut out, *r);
-            }
+            put_ids(&mut out, trees);
+            put_ids(&mut out, removed);
             put_lsts(&mut out, added);
             put_dead(&mut out, dead);
+            put_live(&mut out, created);
+            put_ids(&mut out, released);
         }
     }
     out
@@ -248,7 +276,8 @@ impl<'a> Dec<'a> {
         Some(s)
     }
 
-    fn lst(&mut self) -> Option<LstMeta> {
+    /// A table; with `v2`, followed by its value segments.
+    fn lst(&mut self, v2: bool) -> Option<LstMeta> {
         Some(LstMeta {
             id: self.v()?,
             base: self.v()?,
@@ -258,12 +287,13 @@ impl<'a> Dec<'a> {
             entries: u32::try_from(self.v()?).ok()?,
             min_key: self.bytes()?.into(),
             max_key: self.bytes()?.into(),
+            values: if v2 { Some(self.ids()?) } else { None },
         })
     }
 
-    fn lsts(&mut self) -> Option<Vec<LstMeta>> {
+    fn lsts(&mut self, v2: bool) -> Option<Vec<LstMeta>> {
         let n = self.count(8)?;
-        (0..n).map(|_| self.lst()).collect()
+        (0..n).map(|_| self.lst(v2)).collect()
     }
 
     fn dead(&mut self) -> Option<Vec<SegmentDead>> {
@@ -302,8 +332,9 @@ impl<'a> Dec<'a> {
 pub fn decode(b: &[u8]) -> Option<Edit> {
     let (&tag, rest) = b.split_first()?;
     let mut d = Dec { b: rest, p: 0 };
+    let v2 = matches!(tag, TAG_SNAPSHOT | TAG_FLUSH | TAG_COMPACTION);
     let e = match tag {
-        TAG_SNAPSHOT => {
+        TAG_SNAPSHOT | TAG_SNAPSHOT_V1 => {
             let mut s = ManifestState {
                 flushed_generation: d.v()?,
                 next_lst_id: d.v()?,
@@ -313,10 +344,10 @@ pub fn decode(b: &[u8]) -> Option<Edit> {
             let n = d.count(2)?;
             for _ in 0..n {
                 let seq = d.v()?;
-                let l = d.lsts()?;
+                let l = d.lsts(v2)?;
                 s.trees.insert(seq, l);
             }
-            for m in d.lsts()? {
+            for m in d.lsts(v2)? {
                 s.stable.insert(m.id, m);
             }
             for x in d.live()? {
@@ -330,17 +361,19 @@ pub fn decode(b: &[u8]) -> Option<Edit> {
             }
             Edit::Snapshot(s)
         }
-        TAG_FLUSH => Edit::Flush {
+        TAG_FLUSH | TAG_FLUSH_V1 => Edit::Flush {
             generation: d.v()?,
             tree_seq: d.v()?,
-            lsts: d.lsts()?,
+            lsts: d.lsts(v2)?,
             retained: d.live()?,
         },
-        TAG_COMPACTION => Edit::Compaction {
+        TAG_COMPACTION | TAG_COMPACTION_V1 => Edit::Compaction {
             trees: d.ids()?,
             removed: d.ids()?,
-            added: d.lsts()?,
+            added: d.lsts(v2)?,
             dead: d.dead()?,
+            created: if v2 { d.live()? } else { Vec::new() },
+            released: if v2 { d.ids()? } else { Vec::new() },
         },
         _ => return None,
     };
@@ -362,6 +395,7 @@ mod tests {
             entries: 50,
             min_key: format!("a{id}").into_bytes().into(),
             max_key: format!("z{id}").into_bytes().into(),
+            values: Some(vec![7, id + 100]),
         }
     }
 
@@ -393,6 +427,20 @@ mod tests {
                     chunk: 7,
                     bytes: 200,
                 }],
+                created: vec![SegmentLive {
+                    chunk: 40,
+                    span: 1,
+                    live: 90,
+                }],
+                released: vec![],
+            },
+            Edit::Compaction {
+                trees: vec![],
+                removed: vec![5],
+                added: vec![meta(6)],
+                dead: vec![],
+                created: vec![],
+                released: vec![40],
             },
         ];
         for e in &edits {
@@ -401,14 +449,33 @@ mod tests {
         }
         assert_eq!(s.flushed_generation, 4);
         assert!(s.trees.is_empty());
-        assert_eq!(s.stable.keys().copied().collect::<Vec<_>>(), vec![4, 5]);
-        assert_eq!(s.next_lst_id, 6);
+        assert_eq!(s.stable.keys().copied().collect::<Vec<_>>(), vec![4, 6]);
+        assert_eq!(s.next_lst_id, 7);
         assert_eq!(
             s.retained.iter().collect::<Vec<_>>(),
             vec![(7, SegmentUsage { span: 1, live: 300 })]
         );
         let snap = Edit::Snapshot(s.clone());
         assert_eq!(decode(&encode(&snap)), Some(snap));
+    }
+
+    #[test]
+    fn first_format_edits_still_decode() {
+        // A flush edit as the first format wrote it: tag 2, no value-segment lists.
+        let mut b = vec![TAG_FLUSH_V1];
+        for v in [9u64, 3, 1] {
+            put_varint(&mut b, v); // generation, tree_seq, one table
+        }
+        for v in [1u64, 4096, 1000, 900, 1, 50] {
+            put_varint(&mut b, v);
+        }
+        put_bytes(&mut b, b"a");
+        put_bytes(&mut b, b"z");
+        put_varint(&mut b, 0); // no retained segments
+        match decode(&b) {
+            Some(Edit::Flush { lsts, .. }) => assert_eq!(lsts[0].values, None),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub(crate) use edit::{Edit, ManifestState};
 
 use crate::error::{Error, Result};
 use crate::log::{self, Kind, LogInfo, LogWriter, RecordIn};
-use crate::pmem::{ChunkKind, Pool};
+use crate::pmem::{AllocClass, ChunkKind, Pool};
 
 /// Manifest bytes after which a new manifest log is started.
 pub(crate) const ROTATE_BYTES: u64 = 8 << 20;
@@ -156,9 +156,12 @@ impl Manifest {
             next.apply(e);
             let mut fresh = LogWriter::with_kind(self.pool.clone(), 0, ChunkKind::Manifest);
             let bytes = append(&mut fresh, &Edit::Snapshot(next.clone()))?;
-            let mut old = std::mem::take(&mut g.old);
+            let old = std::mem::take(&mut g.old);
             if let Some(prev) = g.log.replace(fresh) {
-                old.extend_from_slice(prev.segments());
+                // Its segments are freed once nothing references them.
+                for s in prev.segments() {
+                    s.release();
+                }
             }
             g.bytes = bytes;
             g.state = next;
@@ -179,13 +182,16 @@ impl Manifest {
 fn append(log: &mut LogWriter, e: &Edit) -> Result<u64> {
     let payload = encode(e);
     let before = log.bytes_written();
-    log.append(&RecordIn {
-        kind: Kind::Put,
-        lsn: 0,
-        in_batch: false,
-        key: b"M",
-        value: &payload,
-    })?;
+    log.append(
+        &RecordIn {
+            kind: Kind::Put,
+            lsn: 0,
+            in_batch: false,
+            key: b"M",
+            value: &payload,
+        },
+        AllocClass::Upkeep,
+    )?;
     log.sync()?;
     Ok(log.bytes_written() - before)
 }

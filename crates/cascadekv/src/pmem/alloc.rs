@@ -182,18 +182,26 @@ impl Allocator {
     /// durable — and only then persists the bitmap marking the chunks allocated. So an
     /// allocated chunk always has a valid header; a crash before the bitmap persist
     /// leaves a header in a chunk the bitmap still calls free, which nothing reads.
+    ///
+    /// `keep_free` chunks must stay free after this allocation (the headroom ordinary
+    /// writes leave for deletes and background work); otherwise it is `PoolFull`.
     pub fn alloc(
         &self,
         mem: &Mem,
         span: u64,
+        keep_free: u64,
         init: impl FnOnce(u64, u64) -> Result<()>,
     ) -> Result<Allocation> {
         let mut st = self.state.lock();
         let total = self.geo.chunk_count;
-        let start = find_run(&st.bits, total, span, st.hint).ok_or(Error::PoolFull {
+        let full = Error::PoolFull {
             chunks: total,
             wanted: span,
-        })?;
+        };
+        if total.saturating_sub(st.used) < span.saturating_add(keep_free) {
+            return Err(full);
+        }
+        let start = find_run(&st.bits, total, span, st.hint).ok_or(full)?;
         mem.reserve(start * self.chunk_size, span * self.chunk_size)?;
         // The epoch is the generation the bitmap persist below will carry.
         let epoch = st.generation + 1;
@@ -345,16 +353,16 @@ mod tests {
     fn alloc_free_reload_and_pool_full() -> Result<()> {
         let (_dev, mem, geo) = setup();
         let a = Allocator::create(&mem, geo, 1024, 2)?;
-        let x = a.alloc(&mem, 3, |_, _| Ok(()))?;
+        let x = a.alloc(&mem, 3, 0, |_, _| Ok(()))?;
         assert_eq!((x.chunk, x.span), (2, 3));
-        let y = a.alloc(&mem, 1, |_, _| Ok(()))?;
+        let y = a.alloc(&mem, 1, 0, |_, _| Ok(()))?;
         assert!(y.epoch > x.epoch);
         a.free(&mem, 2, 3)?;
         let b = Allocator::load(&mem, geo, 1024, std::path::Path::new("pool"))?;
         assert!(!b.is_allocated(2) && b.is_allocated(5) && b.is_allocated(0));
         assert_eq!(b.used_chunks(), 3);
         assert!(matches!(
-            a.alloc(&mem, 1000, |_, _| Ok(())),
+            a.alloc(&mem, 1000, 0, |_, _| Ok(())),
             Err(Error::PoolFull { .. })
         ));
         Ok(())
@@ -364,7 +372,7 @@ mod tests {
     fn torn_copy_falls_back_to_the_older_one() -> Result<()> {
         let (dev, mem, geo) = setup();
         let a = Allocator::create(&mem, geo, 1024, 1)?;
-        a.alloc(&mem, 1, |_, _| Ok(()))?; // generation 2 in copy 0
+        a.alloc(&mem, 1, 0, |_, _| Ok(()))?; // generation 2 in copy 0
         let img = dev.crash_image(CrashMode::DropAll);
         // Damage the newest copy: the older one must win.
         let mut bad = img.clone();

@@ -28,6 +28,8 @@ pub enum ChunkKind {
     Table = 2,
     /// A piece of the manifest.
     Manifest = 3,
+    /// Values a log cleaning moved out of a victim segment (the value log, `vlog/`).
+    Value = 4,
 }
 
 impl ChunkKind {
@@ -36,6 +38,7 @@ impl ChunkKind {
             1 => Some(ChunkKind::Log),
             2 => Some(ChunkKind::Table),
             3 => Some(ChunkKind::Manifest),
+            4 => Some(ChunkKind::Value),
             _ => None,
         }
     }

@@ -9,5 +9,5 @@ pub(crate) mod sim;
 
 pub use chunk::{ChunkHeader, ChunkKind, CHUNK_HEADER_LEN};
 pub(crate) use persist::{Backend, WritebackSet};
-pub use pool::{Device, Pool, PoolGeometry};
+pub use pool::{AllocClass, Device, Pool, PoolGeometry};
 pub(crate) use sim::SimDevice;

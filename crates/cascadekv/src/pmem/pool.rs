@@ -22,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use super::alloc::{Allocation, Allocator, BitmapGeometry};
 use super::chunk::{ChunkHeader, ChunkKind, CHUNK_HEADER_LEN};
 use super::persist::{Backend, Mem};
@@ -76,6 +78,22 @@ pub struct Pool {
     /// Epoch of the allocation each chunk belongs to (0 = none known); lets a reader
     /// verify a record given only its address.
     epochs: Vec<AtomicU64>,
+    /// Chunks ordinary writes leave free for deletes and background work (atomic).
+    headroom: AtomicU64,
+    /// Allocations whose last holder let go, waiting to be freed in one batch (so a
+    /// reader that drops the last reference never pays for a bitmap persist).
+    released: Mutex<Vec<(u64, u64)>>,
+}
+
+/// Who asks for space: ordinary writes must leave the pool's headroom free; deletes,
+/// flushes, compactions, cleaning and the manifest may use it, so that deleting data
+/// and moving it on keep working when writes no longer fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocClass {
+    /// Puts (user data growing).
+    Writes,
+    /// Deletes and the engine's own upkeep.
+    Upkeep,
 }
 
 impl Pool {
@@ -199,6 +217,8 @@ impl Pool {
             alloc,
             created: true,
             epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
+            headroom: AtomicU64::new(0),
+            released: Mutex::new(Vec::new()),
         })
     }
 
@@ -260,6 +280,8 @@ impl Pool {
             alloc,
             created: false,
             epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
+            headroom: AtomicU64::new(0),
+            released: Mutex::new(Vec::new()),
         })
     }
 
@@ -319,23 +341,47 @@ impl Pool {
         owner: Option<u64>,
         seq: u64,
         aux: u64,
+        class: AllocClass,
+    ) -> Result<(Allocation, ChunkHeader)> {
+        match self.try_alloc(kind, span, owner, seq, aux, class) {
+            Err(Error::PoolFull { .. }) if self.free_released()? > 0 => {
+                self.try_alloc(kind, span, owner, seq, aux, class)
+            }
+            other => other,
+        }
+    }
+
+    fn try_alloc(
+        &self,
+        kind: ChunkKind,
+        span: u64,
+        owner: Option<u64>,
+        seq: u64,
+        aux: u64,
+        class: AllocClass,
     ) -> Result<(Allocation, ChunkHeader)> {
         let span16 =
             u16::try_from(span).map_err(|_| Error::invalid("allocation spans too many chunks"))?;
+        let keep_free = match class {
+            AllocClass::Writes => self.headroom.load(Ordering::Relaxed),
+            AllocClass::Upkeep => 0,
+        };
         let mut header = None;
-        let a = self.alloc.alloc(&self.mem, span, |chunk, epoch| {
-            let h = ChunkHeader {
-                kind,
-                span: span16,
-                epoch,
-                owner: owner.unwrap_or(epoch),
-                seq,
-                aux,
-            };
-            self.mem.persist(self.chunk_offset(chunk), &h.encode())?;
-            header = Some(h);
-            Ok(())
-        })?;
+        let a = self
+            .alloc
+            .alloc(&self.mem, span, keep_free, |chunk, epoch| {
+                let h = ChunkHeader {
+                    kind,
+                    span: span16,
+                    epoch,
+                    owner: owner.unwrap_or(epoch),
+                    seq,
+                    aux,
+                };
+                self.mem.persist(self.chunk_offset(chunk), &h.encode())?;
+                header = Some(h);
+                Ok(())
+            })?;
         let h = header.ok_or_else(|| Error::Internal("chunk header not written".into()))?;
         self.note_epoch(a.chunk, span, a.epoch);
         Ok((a, h))
@@ -366,6 +412,39 @@ impl Pool {
             self.note_epoch(c, span, 0);
         }
         self.alloc.free_many(&self.mem, runs)
+    }
+
+    /// Queues an allocation for freeing: its last holder let go. Freed by the next
+    /// [`Pool::free_released`] (background threads call it after each job, an
+    /// allocation that finds the pool full calls it before giving up).
+    pub fn release(&self, chunk: u64, span: u64) {
+        self.released.lock().push((chunk, span));
+    }
+
+    /// Frees every queued allocation with one bitmap persist; returns how many.
+    pub fn free_released(&self) -> Result<usize> {
+        let runs = std::mem::take(&mut *self.released.lock());
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        match self.free_chunks(&runs) {
+            Ok(()) => Ok(runs.len()),
+            Err(e) => {
+                // Keep them queued: the next attempt frees them.
+                self.released.lock().extend(runs);
+                Err(e)
+            }
+        }
+    }
+
+    /// Sets the headroom ordinary writes leave free (in chunks).
+    pub fn set_headroom(&self, chunks: u64) {
+        self.headroom.store(chunks, Ordering::Relaxed);
+    }
+
+    /// Chunks currently free (not counting ones waiting in the release queue).
+    pub fn free_chunk_count(&self) -> u64 {
+        self.chunk_count - self.alloc.used_chunks()
     }
 
     /// Reads the header of chunk `c` if it is allocated and valid.
@@ -446,7 +525,7 @@ mod tests {
         let (a, _) = {
             let p = Pool::open(&path, &dev, geo(), true)?;
             assert!(p.created());
-            p.alloc_chunk(ChunkKind::Log, 1, Some(9), 0, 0)?
+            p.alloc_chunk(ChunkKind::Log, 1, Some(9), 0, 0, AllocClass::Upkeep)?
         };
         let p = Pool::open(&path, &dev, geo(), true)?;
         assert!(!p.created());

@@ -41,6 +41,8 @@ pub struct BuiltLst {
     pub max_key: Box<[u8]>,
     /// Entries (tombstones included).
     pub entries: u32,
+    /// First chunks of the value segments its entries point into, ascending.
+    pub values: Vec<u64>,
 }
 
 /// How tables are cut: block size, largest table, and the source of table ids.
@@ -74,6 +76,8 @@ pub struct LstBuilder {
     min_key: Option<Box<[u8]>>,
     last_key: Vec<u8>,
     entries: u32,
+    /// Value segments the LST in progress points into.
+    values: std::collections::BTreeSet<u64>,
     id: u64,
     ids: Arc<AtomicU64>,
 }
@@ -94,9 +98,16 @@ impl LstBuilder {
             min_key: None,
             last_key: Vec::new(),
             entries: 0,
+            values: std::collections::BTreeSet::new(),
             id,
             ids,
         }
+    }
+
+    /// Records that the entry just added (its LST is the one in progress) points into
+    /// the value segment starting at `chunk`.
+    pub fn note_value_segment(&mut self, chunk: u64) {
+        self.values.insert(chunk);
     }
 
     /// Adds the next entry (keys strictly increasing). Returns a finished LST when
@@ -157,6 +168,7 @@ impl LstBuilder {
             min_key,
             max_key: self.last_key.as_slice().into(),
             entries: self.entries,
+            values: std::mem::take(&mut self.values).into_iter().collect(),
         };
         self.entries = 0;
         self.id = self.ids.fetch_add(1, Ordering::AcqRel);

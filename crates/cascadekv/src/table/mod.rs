@@ -14,6 +14,14 @@
 //! writer can still reach any table in it — and no live table remains in it. This
 //! reference counting is what makes teardown after compaction safe for concurrent
 //! readers (they hold the old stage set, hence the old tables, until they finish).
+//!
+//! Value segments: an LST also holds every value-log segment its entries point into
+//! (`values`, one holder each, see `vlog/segment.rs`), and the manifest records their
+//! first chunks with the table, so the segments a table needs are known without
+//! reading it. Marking the table obsolete gives those holders back.
+//!
+//! A table that never became live (a flush or compaction failed before its manifest
+//! edit) is marked obsolete by its builder, so its chunk and holders go too.
 
 pub(crate) mod block;
 pub(crate) mod builder;
@@ -31,6 +39,7 @@ pub(crate) use writer::TableWriter;
 use crate::error::{Error, Result};
 use crate::pmem::Pool;
 use crate::value::{Value, ValueRef};
+use crate::vlog::Segment;
 
 /// An allocation of table chunks and the number of live LSTs in it.
 #[derive(Debug)]
@@ -56,9 +65,9 @@ impl TableChunk {
 impl Drop for TableChunk {
     fn drop(&mut self) {
         if self.live.load(Ordering::Acquire) == 0 {
-            // Best effort: a failure leaves the chunk allocated, and recovery frees
-            // table chunks the manifest does not reference.
-            let _ = self.pool.free_chunks(&[(self.chunk, self.span)]);
+            // Freed in the pool's next batch (a reader dropping the last reference
+            // does not persist the bitmap itself).
+            self.pool.release(self.chunk, self.span);
         }
     }
 }
@@ -83,6 +92,8 @@ pub struct Lst {
     /// Entries.
     pub entries: u32,
     chunk: Arc<TableChunk>,
+    /// Value-log segments the entries point into (one holder each while live).
+    values: Vec<Arc<Segment>>,
     obsolete: AtomicBool,
 }
 
@@ -105,14 +116,30 @@ pub struct LstMeta {
     pub min_key: Box<[u8]>,
     /// Largest key.
     pub max_key: Box<[u8]>,
+    /// First chunks of the value-log segments the entries point into, ascending.
+    /// `None` for a table a store of the first manifest format listed: recovery reads
+    /// the table once to fill it in.
+    pub values: Option<Vec<u64>>,
 }
 
 impl Lst {
     /// Rebuilds a handle from manifest metadata (recovery), registering it as live in
-    /// `chunk`.
-    pub fn from_meta(m: &LstMeta, chunk: Arc<TableChunk>) -> Arc<Lst> {
+    /// `chunk` and taking a holder on each of its value segments.
+    pub fn from_meta(m: &LstMeta, chunk: Arc<TableChunk>, values: Vec<Arc<Segment>>) -> Arc<Lst> {
         chunk.live.fetch_add(1, Ordering::AcqRel);
-        Arc::new(Lst {
+        for s in &values {
+            s.hold();
+        }
+        let mut l = Lst::probe(m, chunk);
+        l.values = values;
+        l.obsolete = AtomicBool::new(false);
+        Arc::new(l)
+    }
+
+    /// A handle for reading a table the manifest lists without making it live (no
+    /// holder on its chunk or values): recovery reads first-format tables with it.
+    pub fn probe(m: &LstMeta, chunk: Arc<TableChunk>) -> Lst {
+        Lst {
             id: m.id,
             base: m.base,
             size: m.size,
@@ -122,8 +149,14 @@ impl Lst {
             max_key: m.max_key.clone(),
             entries: m.entries,
             chunk,
-            obsolete: AtomicBool::new(false),
-        })
+            values: Vec::new(),
+            obsolete: AtomicBool::new(true),
+        }
+    }
+
+    /// The value-log segments the entries point into.
+    pub fn value_segments(&self) -> &[Arc<Segment>] {
+        &self.values
     }
 
     /// Metadata for the manifest.
@@ -137,14 +170,19 @@ impl Lst {
             entries: self.entries,
             min_key: self.min_key.clone(),
             max_key: self.max_key.clone(),
+            values: Some(self.values.iter().map(|s| s.chunk()).collect()),
         }
     }
 
-    /// Marks the table obsolete (the manifest no longer references it); its chunk is
-    /// freed once nothing reaches it.
+    /// Marks the table obsolete (the manifest no longer references it, or it never
+    /// became live): its chunk is freed once nothing reaches it, and it gives back its
+    /// holder on each value segment.
     pub fn mark_obsolete(&self) {
         if !self.obsolete.swap(true, Ordering::AcqRel) {
             self.chunk.live.fetch_sub(1, Ordering::AcqRel);
+            for s in &self.values {
+                s.release();
+            }
         }
     }
 
@@ -323,11 +361,51 @@ impl Lst {
     }
 }
 
+/// Tables a flush or compaction has placed but not yet made live. If the job fails
+/// before its manifest edit (a full pool, an I/O error), dropping the guard marks them
+/// obsolete, so their chunks and value-segment holders go back to the pool instead of
+/// leaking until the next open.
+#[derive(Debug, Default)]
+pub(crate) struct Unpublished {
+    lsts: Vec<Arc<Lst>>,
+}
+
+impl Unpublished {
+    /// Adds a placed table.
+    pub fn push(&mut self, l: Arc<Lst>) {
+        self.lsts.push(l);
+    }
+
+    /// The tables so far.
+    pub fn tables(&self) -> &[Arc<Lst>] {
+        &self.lsts
+    }
+
+    /// Moves the tables of `other` in.
+    pub fn extend(&mut self, mut other: Unpublished) {
+        self.lsts.append(&mut other.lsts);
+    }
+
+    /// The edit naming these tables is durable: they are live now.
+    pub fn publish(mut self) -> Vec<Arc<Lst>> {
+        std::mem::take(&mut self.lsts)
+    }
+}
+
+impl Drop for Unpublished {
+    fn drop(&mut self) {
+        for l in &self.lsts {
+            l.mark_obsolete();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pmem::{Device, PoolGeometry, SimDevice};
     use crate::table::builder::LstBuilder;
+    use crate::vlog::SegmentMap;
     use std::path::Path;
 
     fn pool() -> Arc<Pool> {
@@ -361,11 +439,11 @@ mod tests {
                 ValueRef::Inline(&k)
             };
             if let Some(done) = b.add(&k, &v) {
-                lsts.push(w.place(done)?);
+                lsts.push(w.place(done, &SegmentMap::default())?);
             }
         }
         if let Some(done) = b.finish() {
-            lsts.push(w.place(done)?);
+            lsts.push(w.place(done, &SegmentMap::default())?);
         }
         w.sync()?;
         assert!(lsts.len() > 2, "{} LSTs", lsts.len());
@@ -398,6 +476,7 @@ mod tests {
         }
         drop(lsts);
         drop(w);
+        assert!(p.free_released()? > 0);
         assert_eq!(p.allocator().used_chunks(), used0);
         Ok(())
     }
@@ -412,7 +491,8 @@ mod tests {
                 .add(&i.to_be_bytes(), &ValueRef::Inline(b"value"))
                 .is_none());
         }
-        let l = w.place(b.finish().ok_or_else(|| Error::Internal("empty".into()))?)?;
+        let built = b.finish().ok_or_else(|| Error::Internal("empty".into()))?;
+        let l = w.place(built, &SegmentMap::default())?;
         w.sync()?;
         for off in (0..u64::from(l.size)).step_by(37) {
             let addr = l.base + off;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use super::{BuiltLst, Lst, TableChunk};
 use crate::error::{Error, Result};
-use crate::pmem::{ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
+use crate::pmem::{AllocClass, ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
+use crate::vlog::SegmentMap;
 
 /// Places built LSTs into table chunks.
 #[derive(Debug)]
@@ -40,12 +41,32 @@ impl TableWriter {
     }
 
     /// Writes `b` into a table chunk (allocating one when needed) and returns the
-    /// handle. Not durable until [`TableWriter::sync`].
+    /// handle, holding the value segments (from `segs`) its entries point into. Not
+    /// durable until [`TableWriter::sync`].
+    ///
+    /// # Errors
+    /// `Corruption` if an entry points outside every segment in `segs` (a damaged
+    /// pointer that passed its checksum cannot happen; this guards the invariant).
+    /// `PoolFull` and `Io` from allocating and writing.
     #[expect(
         clippy::cast_possible_truncation,
         reason = "an LST is at most table_max_bytes (<= 16 MiB, Options::validate) plus two blocks"
     )]
-    pub fn place(&mut self, b: BuiltLst) -> Result<Arc<Lst>> {
+    pub fn place(&mut self, b: BuiltLst, segs: &SegmentMap) -> Result<Arc<Lst>> {
+        let mut values = Vec::with_capacity(b.values.len());
+        for c in &b.values {
+            let s = segs.get(*c).ok_or_else(|| {
+                Error::corruption(
+                    self.pool.path(),
+                    self.pool.chunk_offset(*c),
+                    format!(
+                        "table {} points into chunk {c}, which is no value segment",
+                        b.id
+                    ),
+                )
+            })?;
+            values.push(s.clone());
+        }
         let need = b.bytes.len() as u64;
         let fits = self
             .cur
@@ -54,7 +75,9 @@ impl TableWriter {
         if !fits {
             let cs = self.pool.chunk_size();
             let span = (CHUNK_HEADER_LEN + need).div_ceil(cs).max(1);
-            let (a, _) = self.pool.alloc_chunk(ChunkKind::Table, span, None, 0, 0)?;
+            let (a, _) =
+                self.pool
+                    .alloc_chunk(ChunkKind::Table, span, None, 0, 0, AllocClass::Upkeep)?;
             let tc = Arc::new(TableChunk {
                 pool: self.pool.clone(),
                 chunk: a.chunk,
@@ -73,6 +96,9 @@ impl TableWriter {
         *pos += need;
         self.written += need;
         tc.live.fetch_add(1, Ordering::AcqRel);
+        for s in &values {
+            s.hold();
+        }
         Ok(Arc::new(Lst {
             id: b.id,
             base,
@@ -83,6 +109,7 @@ impl TableWriter {
             max_key: b.max_key,
             entries: b.entries,
             chunk: tc.clone(),
+            values,
             obsolete: AtomicBool::new(false),
         }))
     }

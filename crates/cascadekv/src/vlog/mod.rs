@@ -19,8 +19,13 @@
 //! stage set the caller holds (the segment cannot be freed while that set is alive).
 //! [`RetainedSegments`] is plain data; the manifest's lock guards the live copy.
 
+pub(crate) mod cleaner;
 mod read;
+mod relocate;
+mod segment;
 pub(crate) mod segments;
 
 pub(crate) use read::read;
+pub(crate) use relocate::Relocator;
+pub(crate) use segment::{Segment, SegmentMap};
 pub(crate) use segments::{LiveTally, RetainedSegments, SegmentDead, SegmentLive};

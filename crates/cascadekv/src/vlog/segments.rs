@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::log::record::encoded_len;
 use crate::value::ValuePtr;
+use crate::vlog::Segment;
 
 /// Live bytes added to a segment by a flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +79,16 @@ impl RetainedSegments {
         self.map.insert(chunk, usage);
     }
 
+    /// Forgets the segment starting at `chunk` (no table references it any more).
+    pub fn remove(&mut self, chunk: u64) {
+        self.map.remove(&chunk);
+    }
+
+    /// The usage of the segment starting at `chunk`.
+    pub fn get(&self, chunk: u64) -> Option<SegmentUsage> {
+        self.map.get(&chunk).copied()
+    }
+
     /// True if the segment starting at `chunk` is retained.
     pub fn contains(&self, chunk: u64) -> bool {
         self.map.contains_key(&chunk)
@@ -109,42 +120,18 @@ impl RetainedSegments {
     }
 }
 
-/// Counts, per log segment of one FastStore generation, the record bytes of the
-/// values a flush's tables reference.
-#[derive(Debug)]
+/// Counts, per value segment, the record bytes of the values a flush's or a
+/// cleaning's new tables reference.
+#[derive(Debug, Default)]
 pub(crate) struct LiveTally {
-    /// The generation's segments, sorted: (first chunk, span).
-    segs: Vec<(u64, u64)>,
-    chunk_size: u64,
     live: BTreeMap<u64, (u64, u64)>,
 }
 
 impl LiveTally {
-    /// A tally over `segs` (any order).
-    pub fn new(mut segs: Vec<(u64, u64)>, chunk_size: u64) -> Self {
-        segs.sort_unstable();
-        LiveTally {
-            segs,
-            chunk_size,
-            live: BTreeMap::new(),
-        }
-    }
-
-    /// Counts the value `ptr` of a key `key_len` bytes long.
-    pub fn note(&mut self, key_len: usize, ptr: ValuePtr) {
-        let chunk = ptr.addr / self.chunk_size;
-        let i = self.segs.partition_point(|(c, _)| *c <= chunk);
-        if let Some((c, span)) = i.checked_sub(1).and_then(|i| self.segs.get(i)) {
-            if chunk < c + span {
-                let e = self.live.entry(*c).or_insert((*span, 0));
-                e.1 += record_bytes(key_len, ptr);
-            }
-        }
-    }
-
-    /// True if the segment starting at `chunk` holds a referenced value.
-    pub fn references(&self, chunk: u64) -> bool {
-        self.live.contains_key(&chunk)
+    /// Counts the value `ptr` of a key `key_len` bytes long, which lies in `seg`.
+    pub fn note(&mut self, seg: &Segment, key_len: usize, ptr: ValuePtr) {
+        let e = self.live.entry(seg.chunk()).or_insert((seg.span(), 0));
+        e.1 += record_bytes(key_len, ptr);
     }
 
     /// The segments with referenced values.
@@ -201,37 +188,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn live_then_dead_accounting_by_segment() {
+    fn retained_accounting_by_segment() {
         let cs = 1 << 16;
-        let mut t = LiveTally::new(vec![(7, 1), (3, 2)], cs);
         let p = |chunk: u64, off: u64| ValuePtr {
             addr: chunk * cs + off,
             len: 100,
         };
-        t.note(8, p(3, 64));
-        t.note(8, p(4, 64)); // second chunk of the segment starting at 3
-        t.note(8, p(7, 640));
-        t.note(8, p(9, 64)); // not one of the generation's segments
         let per = record_bytes(8, p(3, 64));
-        assert_eq!(
-            t.finish(),
-            vec![
-                SegmentLive {
-                    chunk: 3,
-                    span: 2,
-                    live: 2 * per
-                },
-                SegmentLive {
-                    chunk: 7,
-                    span: 1,
-                    live: per
-                }
-            ]
-        );
         let mut r = RetainedSegments::default();
-        for s in t.finish() {
-            r.add_live(s);
-        }
+        r.add_live(SegmentLive {
+            chunk: 3,
+            span: 2,
+            live: 2 * per,
+        });
+        r.add_live(SegmentLive {
+            chunk: 7,
+            span: 1,
+            live: per,
+        });
         assert_eq!(r.segment_of(4 * cs + 10, cs), Some(3));
         assert_eq!(r.segment_of(5 * cs, cs), None);
         let mut d = DeadTally::default();
