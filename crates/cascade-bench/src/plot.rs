@@ -7,10 +7,12 @@
 //! * `latency_cdf_<workload>.png` — one line per engine: latency (µs, log scale)
 //!   against cumulative fraction, from [`Report::latency_cdf`];
 //! * `timeline_<workload>.png` — one line per engine: ops/s in each second of the
-//!   run, from [`Report::timeline`].
+//!   run, from [`Report::timeline`];
+//! * `footprint_<workload>.png` — one line per engine: fast plus slow tier MB at the
+//!   end of each second, from [`Report::footprint_timeline`].
 //!
-//! A workload whose reports carry no CDF points (or no timeline) gets no CDF (or
-//! timeline) chart. Workload names are sanitized for file names (`[A-Za-z0-9_-]`).
+//! A workload whose reports carry no CDF points (or no timeline, or no footprint
+//! samples) gets no such chart. Workload names are sanitized for file names (`[A-Za-z0-9_-]`).
 //!
 //! Fonts: plotters is built with its pure-Rust `ab_glyph` text renderer, not its
 //! `ttf` feature (font-kit, which links fontconfig and freetype), so building
@@ -62,7 +64,8 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Writes `throughput.png`, `latency_cdf_<workload>.png` and `timeline_<workload>.png`
+/// Writes `throughput.png`, `latency_cdf_<workload>.png`, `timeline_<workload>.png` and
+/// `footprint_<workload>.png`
 /// for `reports` into `dir` (created if missing) and returns the files written.
 ///
 /// # Errors
@@ -106,6 +109,12 @@ pub fn write_plots(reports: &[Report], dir: &Path) -> Result<Vec<PathBuf>, Strin
         if runs.iter().any(|r| !r.timeline.is_empty()) {
             let path = dir.join(format!("timeline_{name}.png"));
             timeline_chart(workload, &runs, &color_of, &path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            written.push(path);
+        }
+        if runs.iter().any(|r| !r.footprint_timeline.is_empty()) {
+            let path = dir.join(format!("footprint_{name}.png"));
+            footprint_chart(workload, &runs, &color_of, &path)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             written.push(path);
         }
@@ -386,11 +395,55 @@ fn timeline_chart(
     color_of: &dyn Fn(&str) -> RGBColor,
     path: &Path,
 ) -> Result<(), String> {
-    let secs = runs.iter().map(|r| r.timeline.len()).max().unwrap_or(0);
-    let x_hi = secs.saturating_sub(1).max(1) as f64;
-    let top = runs
+    let series: Vec<(&str, Vec<f64>)> = runs
         .iter()
-        .flat_map(|r| r.timeline.iter().copied())
+        .map(|r| (r.engine.as_str(), r.timeline.clone()))
+        .collect();
+    per_second_chart(
+        &format!("Throughput over time — {workload}"),
+        "ops/s",
+        &series,
+        color_of,
+        path,
+    )
+}
+
+/// `footprint_<workload>.png`: fast plus slow tier MB at the end of each second.
+fn footprint_chart(
+    workload: &str,
+    runs: &[&Report],
+    color_of: &dyn Fn(&str) -> RGBColor,
+    path: &Path,
+) -> Result<(), String> {
+    let series: Vec<(&str, Vec<f64>)> = runs
+        .iter()
+        .map(|r| {
+            let mb = r.footprint_timeline.iter().map(|&b| b as f64 / 1e6);
+            (r.engine.as_str(), mb.collect())
+        })
+        .collect();
+    per_second_chart(
+        &format!("Space in use over time — {workload}"),
+        "MB (fast + slow tier)",
+        &series,
+        color_of,
+        path,
+    )
+}
+
+/// One line per engine over the seconds of a run.
+fn per_second_chart(
+    caption: &str,
+    y_desc: &str,
+    series: &[(&str, Vec<f64>)],
+    color_of: &dyn Fn(&str) -> RGBColor,
+    path: &Path,
+) -> Result<(), String> {
+    let secs = series.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+    let x_hi = secs.saturating_sub(1).max(1) as f64;
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
         .filter(|v| v.is_finite())
         .fold(0.0_f64, f64::max);
     let top = if top > 0.0 { top * 1.1 } else { 1.0 };
@@ -398,10 +451,7 @@ fn timeline_chart(
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Throughput over time — {workload}"),
-            ("sans-serif", 30),
-        )
+        .caption(caption, ("sans-serif", 30))
         .margin(20)
         .x_label_area_size(50)
         .y_label_area_size(80)
@@ -412,15 +462,14 @@ fn timeline_chart(
         .x_label_formatter(&|x| short_num(*x))
         .y_label_formatter(&|y| short_num(*y))
         .x_desc("second")
-        .y_desc("ops/s")
+        .y_desc(y_desc)
         .label_style(("sans-serif", 18))
         .axis_desc_style(("sans-serif", 20))
         .draw()
         .map_err(|e| e.to_string())?;
-    for r in runs {
-        let color = color_of(&r.engine);
-        let pts: Vec<(f64, f64)> = r
-            .timeline
+    for (engine, values) in series {
+        let color = color_of(engine);
+        let pts: Vec<(f64, f64)> = values
             .iter()
             .enumerate()
             .map(|(i, &v)| (i as f64, v))
@@ -428,7 +477,7 @@ fn timeline_chart(
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(3)))
             .map_err(|e| e.to_string())?
-            .label(r.engine.as_str())
+            .label(*engine)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
             });
@@ -459,12 +508,14 @@ mod tests {
         let timeline = (0..30)
             .map(|s| speed * 1e6 * (1.0 + 0.2 * (f64::from(s) / 3.0).sin()))
             .collect();
+        let footprint_timeline = (0..30u64).map(|s| (1000 + 10 * s) << 20).collect();
         Report {
             engine: engine.to_string(),
             workload: workload.to_string(),
             ops_per_sec: speed * 1e6,
             latency_cdf,
             timeline,
+            footprint_timeline,
             ..Report::default()
         }
     }
@@ -483,8 +534,10 @@ mod tests {
             "throughput.png",
             "latency_cdf_a.png",
             "timeline_a.png",
+            "footprint_a.png",
             "latency_cdf_fill_random.png",
             "timeline_fill_random.png",
+            "footprint_fill_random.png",
         ];
         assert_eq!(written.len(), expected.len(), "{written:?}");
         for name in expected {

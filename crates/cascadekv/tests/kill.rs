@@ -716,6 +716,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         root.display()
     );
     let mut max_tables = 0u64;
+    // Pool bytes in use after each recovery: must not grow with the cycles.
+    let mut used: Vec<u64> = Vec::new();
+    let mut last_live = 0u64;
     for cycle in 1..=cycles {
         let fail = |msg: String| format!("cycle {cycle}: {msg}");
         let _ = std::fs::remove_file(&marker);
@@ -791,6 +794,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
             ))
         })?;
         let verify_ms = t_verify.elapsed().as_millis();
+        let st = db.stats();
+        used.push(st.pool_bytes_used);
+        last_live = st.live_bytes;
         let t_close = Instant::now();
         db.close()
             .map_err(|e| fail(format!("closing the verified store: {e}")))?;
@@ -838,5 +844,34 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         return Err("no flush ever reached the manifest: kills never landed amid stages".into());
     }
     eprintln!("  most tables seen at a recovery: {max_tables}");
+    eprintln!(
+        "  last recovery: pool in use {:.1} MB, live bytes {:.1} MB",
+        used.last().copied().unwrap_or(0) as f64 / 1e6,
+        last_live as f64 / 1e6
+    );
+    space_stays_bounded(&used)
+}
+
+/// The pool in use after a recovery must not grow with the number of cycles: over the
+/// last quarter it stays within twice the first quarter's peak (plus 16 MiB: the
+/// FastStore logs' bound and a few table chunks), whatever the live data does — the
+/// oracle's key space is fixed, so live bytes are bounded too.
+fn space_stays_bounded(used: &[u64]) -> Result<(), String> {
+    let q = used.len() / 4;
+    if q < 10 {
+        return Ok(());
+    }
+    let first = used[..q].iter().copied().max().unwrap_or(0);
+    let last = used[used.len() - q..].iter().copied().max().unwrap_or(0);
+    eprintln!(
+        "  pool in use after recovery: first quarter peak {:.1} MB, last quarter peak {:.1} MB",
+        first as f64 / 1e6,
+        last as f64 / 1e6
+    );
+    if last > 2 * first + (16 << 20) {
+        return Err(format!(
+            "the pool grows with the cycles: {first} bytes peak early, {last} late"
+        ));
+    }
     Ok(())
 }

@@ -336,7 +336,7 @@ impl Db {
         Ok(done)
     }
 
-    /// Closes the store: persists all logs, marks a clean shutdown. Later calls on
+    /// Closes the store: persists and seals all logs, marks a clean shutdown. Later calls on
     /// this handle return [`Error::Closed`]. Dropping a `Db` closes it too.
     ///
     /// # Errors
@@ -355,6 +355,9 @@ impl Db {
         if e.poisoned.load(Ordering::Acquire) {
             return Ok(());
         }
+        // Writers check `closed` under their slot lock, so nothing is appended after
+        // this: every log ends in a seal, the durable evidence replay checks against.
+        e.seal_all_logs()?;
         e.pool.mem().sync_all()?;
         e.pool.allocator().set_clean(e.pool.mem(), true)
     }

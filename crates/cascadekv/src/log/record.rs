@@ -172,6 +172,69 @@ pub fn encode_filler(kind: Kind, len: u64, epoch: u64, out: &mut Vec<u8>) {
     put_u32(out, 0, crc);
 }
 
+/// Length of a seal: an `End` record with the MARK extension.
+pub const SEAL_LEN: u64 = 32;
+
+/// Encodes a *seal* into `out`: an `End` record whose MARK says the segment was durable
+/// up to `durable_upto` (its own offset). A clean close seals every log after making it
+/// durable, so a damaged record before the seal is corruption, never the log's end.
+///
+/// ```text
+/// 0  crc32c u32     over crc32c(epoch_le) extended by bytes [4, 32)
+/// 4  lsn u48 = 0
+/// 10 kind_flags u8  = End | MARK
+/// 11 lens u40       key_len 0, value_len 16
+/// 16 durable_upto u32, reserved u32 (0), reserved u64 (0)
+/// ```
+pub fn encode_seal(durable_upto: u32, epoch: u64, out: &mut Vec<u8>) {
+    out.clear();
+    out.resize(usize_from(SEAL_LEN), 0);
+    out[10] = Kind::End as u8 | FLAG_MARK;
+    let lens = (SEAL_LEN - HEADER_LEN as u64) << 13;
+    out[11..16].copy_from_slice(&lens.to_le_bytes()[..5]);
+    put_u32(out, HEADER_LEN, durable_upto);
+    let crc = crc32c_extend(crc32c(&epoch.to_le_bytes()), &out[4..]);
+    put_u32(out, 0, crc);
+}
+
+/// Decodes a seal (see [`encode_seal`]); every reserved byte must be zero.
+fn decode_seal(
+    buf: &[u8],
+    kf: u8,
+    key_len: usize,
+    value_len: usize,
+    lsn: u64,
+    seed: u32,
+    stored: u32,
+) -> Result<RecordOut<'_>, Invalid> {
+    let len = usize_from(SEAL_LEN);
+    if key_len != 0
+        || kf & FLAG_IN_BATCH != 0
+        || value_len != len - HEADER_LEN
+        || lsn != 0
+        || buf.len() < len
+    {
+        return Err(Invalid::BadHeader);
+    }
+    let body = &buf[..len];
+    let actual = crc32c_extend(seed, &body[4..]);
+    if actual != stored {
+        return Err(Invalid::Checksum { stored, actual });
+    }
+    if body[HEADER_LEN + 4..].iter().any(|&b| b != 0) {
+        return Err(Invalid::BadHeader);
+    }
+    Ok(RecordOut {
+        kind: Kind::End,
+        lsn: 0,
+        in_batch: false,
+        mark: get_u32(body, HEADER_LEN),
+        key: &[],
+        value: &[],
+        len: SEAL_LEN,
+    })
+}
+
 /// Why a position does not hold a valid record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Invalid {
@@ -214,6 +277,9 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
         return Err(Invalid::BadHeader);
     }
     let seed = crc32c(&epoch.to_le_bytes());
+    if kind == Kind::End && kf & FLAG_MARK != 0 {
+        return decode_seal(buf, kf, key_len, value_len, lsn, seed, stored);
+    }
     if matches!(kind, Kind::Pad | Kind::End) {
         if key_len != 0 || kf & (FLAG_MARK | FLAG_IN_BATCH) != 0 {
             return Err(Invalid::BadHeader);

@@ -23,6 +23,11 @@ fn pool_on(dev: Arc<SimDevice>) -> Pool {
 
 /// Writes `n` synced puts to one log and returns (pool, record addresses).
 fn synced_log(n: u64) -> (Arc<SimDevice>, Arc<Pool>, Vec<u64>) {
+    write_log(n, false)
+}
+
+/// [`synced_log`], sealed at the end if `seal`.
+fn write_log(n: u64, seal: bool) -> (Arc<SimDevice>, Arc<Pool>, Vec<u64>) {
     let dev = Arc::new(SimDevice::new(2 << 20));
     let pool = Arc::new(pool_on(dev.clone()));
     let mut w = LogWriter::new(pool.clone(), 1);
@@ -44,6 +49,9 @@ fn synced_log(n: u64) -> (Arc<SimDevice>, Arc<Pool>, Vec<u64>) {
             .unwrap_or_else(|e| panic!("append: {e}"));
         w.sync().unwrap_or_else(|e| panic!("sync: {e}"));
         addrs.push(a);
+    }
+    if seal {
+        w.seal().unwrap_or_else(|e| panic!("seal: {e}"));
     }
     (dev, pool, addrs)
 }
@@ -190,4 +198,53 @@ fn corrupted_chunk_header_or_missing_segment_is_reported() {
         .err()
         .unwrap_or_else(|| panic!("damage in a completed segment not noticed"));
     assert!(err.is_corruption(), "{err}");
+}
+
+#[test]
+fn a_sealed_log_reports_damage_to_its_last_records() {
+    let (dev, pool, addrs) = synced_log(10);
+    let unsealed = dev.crash_image(CrashMode::DropAll);
+    // Where the last record ends (and the seal will start).
+    let mut seal_at = 0;
+    for l in &log::discover(&pool)
+        .unwrap_or_else(|e| panic!("discover: {e}"))
+        .logs
+    {
+        log::replay(&pool, l, |r, a| {
+            seal_at = a + r.len;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("replay: {e}"));
+    }
+    // Without a seal, the last synced record has no later record vouching for it: a
+    // flip there reads as a torn tail.
+    let last = addrs[addrs.len() - 1];
+    let mut img = unsealed.clone();
+    img[usize_from(last + 12)] ^= 0x04;
+    assert_eq!(replayed(&reopen(img)).map(|l| l.len()).ok(), Some(9));
+    // A writer that never wrote has nothing to seal.
+    let mut w = LogWriter::new(pool.clone(), 2);
+    w.seal()
+        .unwrap_or_else(|e| panic!("seal of an empty writer: {e}"));
+    // A seal (what a clean close writes) vouches for every byte before it.
+    let (dev, _pool, same) = write_log(10, true);
+    assert_eq!(same, addrs, "the same log, laid out the same way");
+    let sealed = dev.crash_image(CrashMode::DropAll);
+    assert_eq!(
+        replayed(&reopen(sealed.clone())).map(|l| l.len()).ok(),
+        Some(10)
+    );
+    for a in addrs.iter().copied().chain([seal_at]) {
+        for byte in [0u64, 5, 11, 16, 20] {
+            let mut img = sealed.clone();
+            img[usize_from(a + byte)] ^= 0x10;
+            match replayed(&reopen(img)) {
+                Err(e) => assert!(e.is_corruption(), "record at {a} byte {byte}: {e}"),
+                // Damage to the seal itself loses nothing: every record before it is
+                // whole, and the log ends there.
+                Ok(l) if a == seal_at => assert_eq!(l.len(), 10),
+                Ok(l) => panic!("record at {a} byte {byte}: unnoticed, replayed {}", l.len()),
+            }
+        }
+    }
 }

@@ -165,6 +165,33 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Makes every appended record durable, then *seals* the log: appends a seal (an
+    /// `End` record whose MARK covers everything before it) and makes that durable too.
+    /// From then on a damaged record anywhere before the seal is reported as corruption
+    /// by replay instead of ending the log (see `reader.rs`). Nothing may be appended
+    /// after a seal: only a clean close seals.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a MARK is an offset inside one segment: at most 3 chunks of 64 MiB"
+    )]
+    pub fn seal(&mut self) -> Result<()> {
+        self.sync()?;
+        let mem = self.pool.mem();
+        let Some(seg) = self.seg.as_mut() else {
+            return Ok(());
+        };
+        if seg.cap - seg.pos < record::SEAL_LEN || seg.pos <= CHUNK_HEADER_LEN {
+            // A full segment ends at its capacity; an empty one holds nothing to cover.
+            return Ok(());
+        }
+        record::encode_seal(seg.pos as u32, seg.epoch, &mut self.buf);
+        mem.write(seg.base + seg.pos, &self.buf)?;
+        seg.marked = seg.pos;
+        seg.pos += record::SEAL_LEN;
+        self.bytes += record::SEAL_LEN;
+        self.sync()
+    }
+
     /// True when records were appended since the last [`LogWriter::sync`].
     pub fn has_unsynced(&self) -> bool {
         self.seg.as_ref().is_some_and(|s| s.pos > s.fenced)
