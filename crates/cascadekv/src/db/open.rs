@@ -26,6 +26,11 @@ use crate::pmem::{Device, Pool, PoolGeometry};
 use crate::stages::{StageSet, Stages};
 use crate::table::builder::TableOptions;
 
+/// Largest default FastStore log capacity: beyond it, logs outgrow the live data of
+/// most stores and dominate the footprint (the value log then holds the same values
+/// once they are flushed).
+const LOG_CAPACITY_MAX: u64 = 256 << 20;
+
 /// Name of the pool file inside the data directory.
 pub(crate) const POOL_FILE: &str = "pool";
 /// Name of the lock file inside the data directory.
@@ -84,7 +89,9 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
     let active_log_bytes = fs.recovered_log_bytes();
     let cs = pool.chunk_size();
     let log_capacity = if opts.faststore_log_capacity == 0 {
-        (pool.chunk_count() * cs / 16).max(4 * cs)
+        (pool.chunk_count() * cs / 16)
+            .min(LOG_CAPACITY_MAX)
+            .max(4 * cs)
     } else {
         opts.faststore_log_capacity
     };

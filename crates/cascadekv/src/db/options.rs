@@ -41,7 +41,8 @@ pub struct Options {
     pub faststore_capacity: u64,
     /// Log bytes at which the active FastStore is switched too, so that a small set of
     /// hot keys, overwritten again and again, is flushed and its logs freed instead of
-    /// filling the pool (0, the default: 1/16 of the pool, at least 4 chunks).
+    /// filling the pool (0, the default: 1/16 of the pool, at most 256 MiB, at least 4
+    /// chunks).
     pub faststore_log_capacity: u64,
     /// Clean the value log: move the live values out of mostly dead segments so their
     /// space is reclaimed (default true; off only to measure what cleaning costs).
