@@ -17,6 +17,7 @@ POOL=${POOL:-256M}
 PORT=${PORT:-6391}
 BIN=${BIN:-target/release/cascade}
 OUT=${OUT:-$(mktemp -d /tmp/cascade-space.XXXXXX)}
+mkdir -p "$OUT"
 [ -x "$BIN" ] || cargo build --release -p cascade
 "$BIN" serve --dir "$OUT/data" --port "$PORT" --pool-size "$POOL" > "$OUT/serve.log" 2>&1 &
 PID=$!

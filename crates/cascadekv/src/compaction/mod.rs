@@ -35,6 +35,7 @@ use std::sync::Arc;
 use merge::{merge, RunCursor};
 
 use crate::bufferstore::BufferTree;
+use crate::coding::usize_from;
 use crate::error::{Error, Result};
 use crate::pmem::Pool;
 use crate::stablestore::StableStore;
@@ -61,6 +62,9 @@ pub(crate) struct Input {
     pub threads: usize,
     /// Value segments to clean (first chunks): values kept in them are moved.
     pub victims: BTreeSet<u64>,
+    /// Ids of LSTs to rewrite even when nothing overlaps them: they sit in sparse table
+    /// chunks (`table/reclaim.rs`).
+    pub rewrite: BTreeSet<u64>,
 }
 
 /// What a compaction produced.
@@ -109,7 +113,12 @@ pub(crate) fn run(input: &Input) -> Result<Output> {
     let mut out = Output::default();
     let units = pick(input, &mut out);
     // 2. Run: units spread over threads, each thread merging its units in order.
-    let threads = input.threads.clamp(1, units.len().max(1));
+    // Small rewrites run on one thread: each thread leaves a value segment and a table
+    // chunk partly filled, which the cleaning policies count on (`writers`).
+    let threads = input
+        .threads
+        .clamp(1, units.len().max(1))
+        .min(usize_from(writers(out.entries_in, input.threads)));
     let results: Vec<Result<UnitResult>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
@@ -157,6 +166,15 @@ pub(crate) fn run(input: &Input) -> Result<Output> {
     Ok(out)
 }
 
+/// Fewest entries a unit of work gets: smaller rewrites run on one thread.
+pub(crate) const MIN_UNIT_ENTRIES: u64 = 16 * 1024;
+
+/// How many merge threads a compaction over `entries` input entries uses at most: each
+/// may leave one value segment and one table chunk partly filled.
+pub(crate) fn writers(entries: u64, threads: usize) -> u64 {
+    (entries / MIN_UNIT_ENTRIES + 1).min(threads.max(1) as u64)
+}
+
 /// Step 1, pick: sorts every input table by smallest key into clusters of overlapping
 /// tables; a buffer table alone in its cluster moves (recorded in `out.moved`), a
 /// stable table alone stays; every other cluster is rewritten (`out.rewritten`,
@@ -194,13 +212,14 @@ fn pick(input: &Input, out: &mut Output) -> Vec<Unit> {
         .filter(|c| c.len() > 1)
         .flat_map(|c| c.iter().map(|(l, _)| u64::from(l.entries)))
         .sum();
-    let target = (total_rewrite / input.threads.max(1) as u64).max(16 * 1024);
+    let target = (total_rewrite / input.threads.max(1) as u64).max(MIN_UNIT_ENTRIES);
     let mut units: Vec<Unit> = Vec::new();
     for c in clusters {
         let forced = |l: &Lst| {
-            l.value_segments()
-                .iter()
-                .any(|s| input.victims.contains(&s.chunk()))
+            input.rewrite.contains(&l.id)
+                || l.value_segments()
+                    .iter()
+                    .any(|s| input.victims.contains(&s.chunk()))
         };
         if c.len() == 1 && !c.iter().any(|(l, _)| forced(l)) {
             if let Some((l, Src::Tree(_))) = c.into_iter().next() {
@@ -299,23 +318,24 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
                     }
                     return Ok(());
                 };
-                let Some(seg) = segs.find(p.addr, chunk_size).cloned() else {
+                let Some(chunk) = segs.find(p.addr, chunk_size).map(|s| s.chunk()) else {
                     return Err(Error::corruption(
                         input.pool.path(),
                         p.addr,
                         "a table entry points outside the value segments its table lists",
                     ));
                 };
-                let (v, seg) = if input.victims.contains(&seg.chunk()) {
+                let (v, chunk) = if input.victims.contains(&chunk) {
                     let (to, new_seg) = reloc.relocate(k, p)?;
                     moved_out.note(&input.retained, chunk_size, k.len(), p);
-                    segs.insert(new_seg.clone());
-                    (ValueRef::Separated(to), new_seg)
+                    let c = new_seg.chunk();
+                    segs.insert(new_seg);
+                    (ValueRef::Separated(to), c)
                 } else {
-                    (v, seg)
+                    (v, chunk)
                 };
                 let done = builder.add(k, &v);
-                builder.note_value_segment(seg.chunk());
+                builder.note_value_segment(chunk);
                 if let Some(b) = done {
                     lsts.push(writer.place(b, &segs)?);
                 }

@@ -29,6 +29,7 @@ use crate::compaction::{self, Input};
 use crate::error::Result;
 use crate::manifest::Edit;
 use crate::stages::Stages;
+use crate::table;
 use crate::vlog::cleaner::{self, Pressure};
 use crate::vlog::Segment;
 
@@ -42,7 +43,8 @@ pub(crate) fn compact(e: &Engine, min_trees: usize) -> Result<bool> {
         return Ok(false);
     }
     let victims = pick_victims(e, &stages, true);
-    run(e, &stages, true, victims)?;
+    let rewrite = pick_sparse_tables(e, &stages, true);
+    run(e, &stages, true, victims, rewrite)?;
     Ok(true)
 }
 
@@ -55,16 +57,51 @@ pub(crate) fn compact_now(e: &Engine) -> Result<bool> {
     clean(e)
 }
 
-/// A cleaning compaction of StableStore, if the value log has victims.
+/// A cleaning compaction of StableStore, if the value log has victims or table chunks
+/// are sparse enough that rewriting their tables frees one.
 fn clean(e: &Engine) -> Result<bool> {
     let _one = e.compact_lock.lock();
     let stages = e.stages.load_full();
     let victims = pick_victims(e, &stages, false);
-    if victims.is_empty() {
+    let rewrite = pick_sparse_tables(e, &stages, false);
+    if victims.is_empty() && rewrite.is_empty() {
         return Ok(false);
     }
-    run(e, &stages, false, victims)?;
+    run(e, &stages, false, victims, rewrite)?;
     Ok(true)
+}
+
+/// LSTs in sparse table chunks, among those a compaction over `stages` rewrites
+/// (StableStore's, and the buffer-trees' too if `with_trees`).
+fn pick_sparse_tables(e: &Engine, stages: &Stages, with_trees: bool) -> BTreeSet<u64> {
+    let trees = stages
+        .buffer
+        .iter()
+        .filter(|_| with_trees)
+        .flat_map(|t| t.tables.tables());
+    table::reclaim::sparse_tables(
+        trees.chain(stages.stable.tables().tables()),
+        e.pool.chunk_size(),
+        merge_writers(e, stages, with_trees),
+    )
+}
+
+/// Merge threads a compaction over `stages` may use (see `compaction::writers`).
+fn merge_writers(e: &Engine, stages: &Stages, with_trees: bool) -> u64 {
+    let trees: u64 = stages
+        .buffer
+        .iter()
+        .filter(|_| with_trees)
+        .flat_map(|t| t.tables.tables())
+        .map(|l| u64::from(l.entries))
+        .sum();
+    let stable: u64 = stages
+        .stable
+        .tables()
+        .tables()
+        .map(|l| u64::from(l.entries))
+        .sum();
+    compaction::writers(trees + stable, e.opts.compaction_threads)
 }
 
 /// One round of the compaction thread: a compaction if the load-aware threshold is
@@ -129,12 +166,19 @@ fn pick_victims(e: &Engine, stages: &Stages, with_trees: bool) -> BTreeSet<u64> 
         pressure,
         budget,
         &exclude,
+        merge_writers(e, stages, with_trees),
     )
 }
 
 /// Runs one compaction over `stages` (its buffer-trees too if `with_trees`), moving
 /// the live values of `victims`. The caller holds `compact_lock`.
-fn run(e: &Engine, stages: &Arc<Stages>, with_trees: bool, victims: BTreeSet<u64>) -> Result<()> {
+fn run(
+    e: &Engine,
+    stages: &Arc<Stages>,
+    with_trees: bool,
+    victims: BTreeSet<u64>,
+    rewrite: BTreeSet<u64>,
+) -> Result<()> {
     let start = Instant::now();
     let cleaning = !victims.is_empty();
     let input = Input {
@@ -149,6 +193,7 @@ fn run(e: &Engine, stages: &Arc<Stages>, with_trees: bool, victims: BTreeSet<u64
         topts: e.topts.clone(),
         threads: e.opts.compaction_threads,
         victims,
+        rewrite,
     };
     let out = compaction::run(&input)?;
     if out.rewritten.is_empty() && out.moved.is_empty() && input.trees.is_empty() {

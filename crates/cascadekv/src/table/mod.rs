@@ -25,6 +25,7 @@
 
 pub(crate) mod block;
 pub(crate) mod builder;
+pub(crate) mod reclaim;
 pub(crate) mod set;
 pub(crate) mod writer;
 
@@ -152,6 +153,11 @@ impl Lst {
             values: Vec::new(),
             obsolete: AtomicBool::new(true),
         }
+    }
+
+    /// First chunk and span of the table chunk this LST lies in.
+    pub fn table_chunk(&self) -> (u64, u64) {
+        (self.chunk.chunk, self.chunk.span)
     }
 
     /// The value-log segments the entries point into.

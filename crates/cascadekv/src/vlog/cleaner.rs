@@ -45,8 +45,8 @@ pub(crate) fn threshold(base: f64, p: Pressure) -> f64 {
 
 /// Picks victims among `retained`, skipping `exclude`: segments whose dead ratio reaches
 /// the threshold, most dead first, until their live bytes reach `budget` (at least one
-/// victim if any qualifies) — or none, if copying their live bytes would not free at
-/// least one chunk.
+/// victim if any qualifies) — or none, if copying their live bytes with `writers`
+/// relocating threads would not free at least one chunk.
 pub(crate) fn victims(
     retained: &RetainedSegments,
     chunk_size: u64,
@@ -54,6 +54,7 @@ pub(crate) fn victims(
     p: Pressure,
     budget: u64,
     exclude: &BTreeSet<u64>,
+    writers: u64,
 ) -> BTreeSet<u64> {
     let t = threshold(base, p);
     let mut cands: Vec<(f64, u64, u64)> = retained
@@ -80,8 +81,9 @@ pub(crate) fn victims(
     }
     // Copying must free at least one chunk net, or a cleaning would only move values
     // from one partly filled segment to another (and the last segment a cleaning
-    // writes, partly filled, would be picked again and again).
-    if chunks < chunks_needed(moved, chunk_size) + 1 {
+    // writes, partly filled, would be picked again and again). Each of the `writers`
+    // merge threads may leave one segment partly filled.
+    if chunks < chunks_needed(moved, chunk_size) + writers.max(1) {
         out.clear();
     }
     out
@@ -125,27 +127,27 @@ mod tests {
         let none = BTreeSet::new();
         // Dead ratios: 1: 0.1, 2: 0.6, 3: 0.9, 4: 0.4, 5: 1.0. Every pick below frees
         // at least one chunk net.
-        let v = victims(&r, cs, 0.5, calm, u64::MAX, &none);
+        let v = victims(&r, cs, 0.5, calm, u64::MAX, &none, 1);
         assert_eq!(v.into_iter().collect::<Vec<_>>(), vec![2, 3, 5]);
         // A budget of 100 live bytes: 5 (0 live), then 3 (100 live); 2 would exceed it.
-        let v = victims(&r, cs, 0.5, calm, 100, &none);
+        let v = victims(&r, cs, 0.5, calm, 100, &none, 1);
         assert_eq!(v.into_iter().collect::<Vec<_>>(), vec![3, 5]);
         // Idle: the bar halves to 0.25, segment 4 (0.4 dead) qualifies.
         let idle = Pressure {
             free_fraction: 0.9,
             idle: true,
         };
-        assert!(victims(&r, cs, 0.5, idle, u64::MAX, &none).contains(&4));
+        assert!(victims(&r, cs, 0.5, idle, u64::MAX, &none, 1).contains(&4));
         // Nearly full: even segment 1 (0.1 dead) is cleaned.
         let full = Pressure {
             free_fraction: 0.05,
             idle: false,
         };
-        assert_eq!(victims(&r, cs, 0.5, full, u64::MAX, &none).len(), 5);
+        assert_eq!(victims(&r, cs, 0.5, full, u64::MAX, &none, 1).len(), 5);
         // Excluded segments are never picked.
         let ex: BTreeSet<u64> = [3].into_iter().collect();
         assert_eq!(
-            victims(&r, cs, 0.5, calm, u64::MAX, &ex)
+            victims(&r, cs, 0.5, calm, u64::MAX, &ex, 1)
                 .into_iter()
                 .collect::<Vec<_>>(),
             vec![2, 5]
@@ -169,13 +171,13 @@ mod tests {
             idle: true,
         };
         let none = BTreeSet::new();
-        assert!(victims(&r, cs, 0.5, idle, u64::MAX, &none).is_empty());
+        assert!(victims(&r, cs, 0.5, idle, u64::MAX, &none, 1).is_empty());
         // A third one makes 1,800 live bytes in three chunks: two suffice.
         r.add_live(SegmentLive {
             chunk: 3,
             span: 1,
             live: 600,
         });
-        assert_eq!(victims(&r, cs, 0.5, idle, u64::MAX, &none).len(), 3);
+        assert_eq!(victims(&r, cs, 0.5, idle, u64::MAX, &none, 1).len(), 3);
     }
 }
