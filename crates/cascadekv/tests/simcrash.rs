@@ -147,7 +147,9 @@ fn run(upkeep: Upkeep) {
             let (db, oracle) = (db.clone(), oracle.clone());
             std::thread::spawn(move || {
                 for i in 0..120u64 {
-                    if stages && t == 0 && i % 20 == 19 {
+                    // Cleaning runs flush twice as often: more garbage, more cleanings.
+                    let every = if upkeep == Upkeep::Cleaning { 10 } else { 20 };
+                    if stages && t == 0 && i % every == every - 1 {
                         db.flush_faststore().expect("flush");
                         if i % 40 == 39 {
                             db.compact().expect("compact");

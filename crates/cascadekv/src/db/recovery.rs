@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::faststore::ikey::IKey;
 use crate::faststore::{entry_dram, FastStore, Val, Version};
 use crate::log::record::value_len;
-use crate::log::{self, Discovery, Kind, LogInfo};
+use crate::log::{self, Discovery, Kind, LogInfo, TornTail};
 use crate::manifest::ManifestState;
 use crate::pmem::{ChunkKind, Pool, CHUNK_HEADER_LEN};
 use crate::stablestore::StableStore;
@@ -222,13 +222,17 @@ pub(super) fn replay_all(
     info: &mut RecoveryInfo,
 ) -> Result<u64> {
     type Run = Vec<(IKey, Version)>;
+    /// One replay thread's result: its run, records, torn batch records, largest LSN
+    /// and the torn tails it found.
+    type Replayed = (Run, u64, u64, u64, Vec<TornTail>);
     let inline = opts.inline_threshold;
     let threads = opts.recovery_threads.clamp(1, logs.len().max(1));
-    let results: Vec<Result<(Run, u64, u64, u64)>> = std::thread::scope(|s| {
+    let results: Vec<Result<Replayed>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                s.spawn(move || -> Result<(Run, u64, u64, u64)> {
+                s.spawn(move || -> Result<Replayed> {
                     let (mut recs, mut torn, mut max) = (0, 0, 0);
+                    let mut tails = Vec::new();
                     let mut run: Run = Vec::new();
                     for log in logs.iter().skip(t).step_by(threads) {
                         let end = log::replay(pool, log, |r, addr| {
@@ -251,10 +255,11 @@ pub(super) fn replay_all(
                         recs += end.records;
                         torn += end.torn_batch_records;
                         max = max.max(end.max_lsn);
+                        tails.extend(end.torn_at);
                     }
                     run.sort_unstable_by(|a, b| a.0.cmp_key(&b.0).then(b.1.lsn.cmp(&a.1.lsn)));
                     run.dedup_by(|later, first| later.0 == first.0);
-                    Ok((run, recs, torn, max))
+                    Ok((run, recs, torn, max, tails))
                 })
             })
             .collect();
@@ -268,12 +273,19 @@ pub(super) fn replay_all(
     });
     let mut max_lsn = 0;
     let mut runs = Vec::with_capacity(results.len());
+    let mut tails = Vec::new();
     for r in results {
-        let (run, recs, torn, max) = r?;
+        let (run, recs, torn, max, t) = r?;
         info.records += recs;
         info.torn_batch_records += torn;
         max_lsn = max_lsn.max(max);
         runs.push(run);
+        tails.extend(t);
+    }
+    // Every replayed log is sealed where it ended (a clean close sealed the others):
+    // from now on a flipped bit in any record of it is corruption, not a shorter log.
+    for t in &tails {
+        log::seal_torn_tail(pool, t)?;
     }
     let mut dram = 0u64;
     let merged = merge_newest(runs).inspect(|(k, v)| dram += entry_dram(k.len(), &v.val));

@@ -4,7 +4,7 @@ pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod writer;
 
-pub(crate) use reader::{discover, replay, Discovery, LogInfo};
+pub(crate) use reader::{discover, replay, seal_torn_tail, Discovery, LogInfo, TornTail};
 pub(crate) use record::{Kind, RecordIn};
 pub(crate) use writer::LogWriter;
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use super::record::{self, batch_count, decode, Invalid, Kind, RecordOut};
 use crate::error::{Error, Result};
-use crate::pmem::{ChunkHeader, ChunkKind, Pool, CHUNK_HEADER_LEN};
+use crate::pmem::{ChunkHeader, ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
 
 /// One segment of a log.
 #[derive(Debug, Clone, Copy)]
@@ -156,6 +156,22 @@ pub struct ReplayEnd {
     pub torn_batch_records: u64,
     /// Largest LSN seen.
     pub max_lsn: u64,
+    /// Where a torn tail ended the log (None if it ended at an `End` or its capacity).
+    pub torn_at: Option<TornTail>,
+}
+
+/// The position at which replay found no valid record and no evidence that one had
+/// been durable: the log's end. Recovery seals the log there ([`seal_torn_tail`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TornTail {
+    /// Pool address of the position.
+    pub addr: u64,
+    /// Its offset inside the segment.
+    pub offset: u64,
+    /// Bytes left in the segment from there.
+    pub room: u64,
+    /// The segment's epoch (seeds the seal's checksum).
+    pub epoch: u64,
 }
 
 /// Replays one log. `f(record, address)` is called for each put/delete, batches whole.
@@ -198,6 +214,12 @@ pub fn replay<'p>(
                         ));
                     }
                     // Torn tail: the log ends here (later segments hold no record).
+                    end.torn_at = Some(TornTail {
+                        addr: base + pos,
+                        offset: pos,
+                        room: cap - pos,
+                        epoch: seg.epoch,
+                    });
                     ended = true;
                     break;
                 }
@@ -244,6 +266,31 @@ pub fn replay<'p>(
         end.torn_batch_records = recs.len() as u64;
     }
     Ok(end)
+}
+
+/// Seals a replayed log at its torn tail: writes a seal (formats.md §5.3) over the
+/// first bytes of the torn region and makes it durable. Recovery decided the log ends
+/// there; the seal makes that decision durable evidence, so a bit flipped later in any
+/// record before it is reported as corruption instead of shortening the log again.
+/// Recovery calls it before the store is shared; nothing appends to a replayed log.
+///
+/// # Errors
+/// `Io` from the seam.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "an offset inside one segment: at most 3 chunks of 64 MiB"
+)]
+pub fn seal_torn_tail(pool: &Pool, t: &TornTail) -> Result<()> {
+    if t.room < record::SEAL_LEN {
+        return Ok(());
+    }
+    let mut buf = Vec::new();
+    record::encode_seal(t.offset as u32, t.epoch, &mut buf);
+    let mem = pool.mem();
+    mem.write(t.addr, &buf)?;
+    let mut set = WritebackSet::new();
+    mem.write_back(&mut set, t.addr, record::SEAL_LEN);
+    mem.fence(&mut set)
 }
 
 /// True if any of `segs` starts with a valid record: the writer fences a segment's

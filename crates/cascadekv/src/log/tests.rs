@@ -248,3 +248,40 @@ fn a_sealed_log_reports_damage_to_its_last_records() {
         }
     }
 }
+
+#[test]
+fn a_torn_log_sealed_by_recovery_reports_later_damage() {
+    // A log whose last records never reached media: zero everything after record 7.
+    let (dev, _pool, addrs) = synced_log(10);
+    let mut img = dev.crash_image(CrashMode::DropAll);
+    let cut = addrs[7];
+    let chunk_end = (cut / CHUNK + 1) * CHUNK;
+    for b in &mut img[usize_from(cut)..usize_from(chunk_end)] {
+        *b = 0x5A; // garbage, as a torn write may leave
+    }
+    let dev = Arc::new(SimDevice::from_image(img));
+    let pool = pool_on(dev.clone());
+    let d = log::discover(&pool).unwrap_or_else(|e| panic!("discover: {e}"));
+    let mut tails = Vec::new();
+    for l in &d.logs {
+        let end = log::replay(&pool, l, |_, _| Ok(())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(end.records, 7);
+        tails.extend(end.torn_at);
+    }
+    assert_eq!(tails.len(), 1, "the torn tail is reported");
+    assert_eq!(tails[0].addr, cut);
+    log::seal_torn_tail(&pool, &tails[0]).unwrap_or_else(|e| panic!("seal: {e}"));
+    // The sealed log replays the same records and ends at the seal.
+    assert_eq!(replayed(&pool).map(|l| l.len()).ok(), Some(7));
+    // Fenced: even an image that drops every unfenced line holds the seal.
+    let sealed = dev.crash_image(CrashMode::DropAll);
+    // Now a flip in any earlier record is corruption, not a shorter log.
+    for (i, a) in addrs.iter().enumerate().take(7) {
+        let mut img = sealed.clone();
+        img[usize_from(a + 12)] ^= 0x02;
+        match replayed(&reopen(img)) {
+            Err(e) => assert!(e.is_corruption(), "record {i}: {e}"),
+            Ok(l) => panic!("record {i}: flip unnoticed, replayed {}", l.len()),
+        }
+    }
+}
