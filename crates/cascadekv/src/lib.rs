@@ -55,6 +55,7 @@ mod db;
 mod epoch;
 mod error;
 mod faststore;
+pub mod integrity;
 mod log;
 mod manifest;
 mod pmem;

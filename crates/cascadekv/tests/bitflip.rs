@@ -4,13 +4,18 @@
 //! damage, the reads of some keys fail, or every key reads back exactly — and never in
 //! a wrong, stale or missing value (issue #11).
 //!
+//! Each flipped copy is first checked with `integrity::verify`, which must change no
+//! byte and must report damage whenever the open or a read does; a damaged copy is
+//! then salvaged with `integrity::repair`, after which the store opens, verifies
+//! clean, and every key reads back as before or is named by the repair report.
+//!
 //! CI tries `BITFLIP_SAMPLES` flips (default 300) at offsets drawn with
 //! `BITFLIP_SEED`; `BITFLIP_SAMPLES=all` tries every non-zero byte.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cascadekv::{Db, Durability, Options};
+use cascadekv::{integrity, Db, Durability, Options};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -76,6 +81,8 @@ fn build(dir: &Path) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
 #[derive(Debug, Default)]
 struct Tally {
     tried: u64,
+    verify_found: u64,
+    repaired: u64,
     refused_at_open: u64,
     detected_at_read: u64,
     harmless: u64,
@@ -107,10 +114,34 @@ fn trial(
     bytes[off] ^= 1 << bit;
     std::fs::write(&pool, &bytes).map_err(|e| e.to_string())?;
     t.tried += 1;
+    let report = integrity::verify(work).map_err(|e| format!("flip at {off}: verify: {e}"))?;
+    if std::fs::read(&pool).map_err(|e| e.to_string())? != bytes {
+        return Err(format!(
+            "flip at {off} bit {bit}: verify changed the pool file"
+        ));
+    }
+    let found = !report.is_clean();
+    t.verify_found += u64::from(found);
+    if found {
+        check_repair(work, off, oracle)?;
+        t.repaired += 1;
+        copy_dir(golden, work);
+        std::fs::write(&pool, &bytes).map_err(|e| e.to_string())?;
+    }
     let db = match Db::open(work, opts()) {
         Ok(db) => db,
         Err(e) if e.is_corruption() => {
             t.refused_at_open += 1;
+            if !e.to_string().contains("cascade verify") {
+                return Err(format!(
+                    "flip at {off}: the refusal does not name verify: {e}"
+                ));
+            }
+            if !found {
+                return Err(format!(
+                    "flip at {off} bit {bit}: open refused ({e}), verify clean"
+                ));
+            }
             return Ok(());
         }
         Err(e) => return Err(format!("flip at {off} bit {bit}: open failed oddly: {e}")),
@@ -133,9 +164,56 @@ fn trial(
         }
     }
     if read_errors > 0 {
+        if !found {
+            return Err(format!(
+                "flip at {off} bit {bit}: {read_errors} reads failed, verify clean"
+            ));
+        }
         t.detected_at_read += 1;
     } else {
         t.harmless += 1;
+    }
+    Ok(())
+}
+
+/// Repairs the damaged store in `work`, then checks it: it opens, verifies clean, and
+/// every key reads back as the oracle says or is named by the report (a finding covers
+/// it, or its kept value is flagged as possibly stale, or a log record whose key could
+/// not be read was lost).
+fn check_repair(
+    work: &Path,
+    off: usize,
+    oracle: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+) -> Result<(), String> {
+    let r = integrity::repair(work).map_err(|e| format!("flip at {off}: repair: {e}"))?;
+    // Keys a damaged part held that it cannot name may be missing (never stale).
+    let unnamed_loss = r.findings.iter().any(|f| f.unknown_keys);
+    let v = integrity::verify(work).map_err(|e| format!("flip at {off}: verify: {e}"))?;
+    if !v.is_clean() {
+        return Err(format!(
+            "flip at {off}: repaired store not clean: {}",
+            v.findings[0]
+        ));
+    }
+    let db = Db::open(work, opts()).map_err(|e| format!("flip at {off}: reopen: {e}"))?;
+    for (k, want) in oracle {
+        let got = db
+            .get(k)
+            .map_err(|e| format!("flip at {off}: repaired read: {e}"))?;
+        let named = r.findings.iter().any(|f| f.covers(k)) || r.maybe_stale.contains(k);
+        if got != *want && !named && (got.is_some() || !unnamed_loss) {
+            return Err(format!(
+                "flip at {off}: after repair key {} differs and the report does not say so \
+                 (got {:?}); report: {}",
+                String::from_utf8_lossy(k),
+                got.map(|v| String::from_utf8_lossy(&v[..v.len().min(12)]).into_owned()),
+                integrity::render_repair(work, &r)
+            ));
+        }
+    }
+    drop(db);
+    if let Some(d) = r.kept_damaged {
+        let _ = std::fs::remove_dir_all(d);
     }
     Ok(())
 }
@@ -162,24 +240,42 @@ fn one_flipped_bit_is_an_error_never_a_wrong_or_stale_value() {
             .map(|_| nonzero[rng.gen_range(0..nonzero.len())])
             .collect()
     };
+    // `BITFLIP_OFFSETS=a,b,…` tries every bit of those offsets instead (to replay one).
+    let chosen: Option<Vec<usize>> = std::env::var("BITFLIP_OFFSETS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let flips: Vec<(usize, u8)> = match chosen {
+        Some(list) => list
+            .iter()
+            .flat_map(|o| (0..8u8).map(move |b| (*o, b)))
+            .collect(),
+        None => offsets
+            .into_iter()
+            .map(|o| (o, rng.gen_range(0..8u8)))
+            .collect(),
+    };
     let mut t = Tally::default();
     let mut failures = Vec::new();
-    for off in offsets {
-        let bit = rng.gen_range(0..8u8);
+    for (off, bit) in flips {
         if let Err(e) = trial(&golden, &work, off, bit, &oracle, &mut t) {
             failures.push(e);
         }
     }
     eprintln!(
         "bit flips over {} non-zero bytes (seed {seed}): tried {}, refused at open {}, \
-         detected at read {}, harmless {}, silent {}",
+         detected at read {}, harmless {}, silent {}; verify found damage in {}, repaired {}",
         nonzero.len(),
         t.tried,
         t.refused_at_open,
         t.detected_at_read,
         t.harmless,
-        failures.len()
+        failures.len(),
+        t.verify_found,
+        t.repaired
     );
+    for f in failures.iter().take(12) {
+        eprintln!("  {f}");
+    }
     assert!(
         failures.is_empty(),
         "{} flips gave wrong, stale or missing values; first: {}",

@@ -40,11 +40,11 @@ impl Signal {
         self.wake();
     }
 
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
 
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let mut w = self.woken.lock();
         if !*w {
             let _ = self.cv.wait_for(&mut w, WINDOW);
@@ -78,10 +78,20 @@ pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<
             })
             .map_err(|e| Error::io("starting a background thread", e))
     };
-    Ok(vec![
+    let mut threads = vec![
         spawn("cascade-flush", flush_step)?,
         spawn("cascade-compact", compact_step)?,
-    ])
+    ];
+    if engine.opts.scrub_bytes_per_sec > 0 {
+        let engine = engine.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("cascade-scrub".into())
+                .spawn(move || crate::integrity::scrub::run(&engine))
+                .map_err(|e| Error::io("starting the scrub thread", e))?,
+        );
+    }
+    Ok(threads)
 }
 
 fn flush_step(engine: &Engine) -> Result<()> {

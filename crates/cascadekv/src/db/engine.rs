@@ -64,6 +64,8 @@ pub(crate) struct Counters {
 
 /// The shared state of an open store.
 pub(crate) struct Engine {
+    /// What the background scrubber did (independent atomics; see `integrity/scrub.rs`).
+    pub scrub: crate::integrity::scrub::ScrubCounters,
     /// Data directory. Immutable.
     pub dir: PathBuf,
     /// Options. Immutable.

@@ -20,13 +20,13 @@
 mod background;
 mod batch;
 mod compact;
-mod engine;
+pub(crate) mod engine;
 mod flush;
 mod iter;
 mod load;
 mod open;
 mod options;
-mod recovery;
+pub(crate) mod recovery;
 mod snapshot;
 mod stats;
 
@@ -39,6 +39,7 @@ use parking_lot::Mutex;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use iter::DbIter;
+pub(crate) use open::open_private_pool;
 pub use options::{Durability, Options};
 pub use snapshot::Snapshot;
 pub use stats::Stats;
@@ -87,9 +88,11 @@ impl Db {
     ///
     /// # Errors
     /// `NotAStore`, `Locked`, `UnsupportedVersion`, `InvalidArgument` (options),
-    /// `Corruption`/`ChecksumMismatch` (damaged store), `Io`.
+    /// `Corruption` (damaged store: the message names the file, offset and structure
+    /// and says to run `cascade verify`), `Io`.
     pub fn open(dir: impl Into<PathBuf>, opts: Options) -> Result<Db> {
-        let engine = Arc::new(open::open(dir.into(), opts)?);
+        let dir = dir.into();
+        let engine = Arc::new(open::open(dir.clone(), opts).map_err(|e| refused(&dir, e))?);
         let threads = if engine.opts.background {
             background::start(&engine)?
         } else {
@@ -98,6 +101,18 @@ impl Db {
         Ok(Db {
             engine,
             threads: Mutex::new(threads),
+        })
+    }
+
+    /// Opens the store with its pool mapped copy-on-write and no background threads:
+    /// recovery and reads work as usual, and nothing reaches the files (what
+    /// `cascade verify` reads a store through).
+    pub(crate) fn open_private(dir: impl Into<PathBuf>, mut opts: Options) -> Result<Db> {
+        opts.background = false;
+        let engine = Arc::new(open::open_with(dir.into(), opts, true)?);
+        Ok(Db {
+            engine,
+            threads: Mutex::new(Vec::new()),
         })
     }
 
@@ -360,6 +375,38 @@ impl Db {
         e.seal_all_logs()?;
         e.pool.mem().sync_all()?;
         e.pool.allocator().set_clean(e.pool.mem(), true)
+    }
+}
+
+/// A damaged store is refused with what to do next: `Corruption` whose reason names the
+/// damage and the two tools (a checksum mismatch is folded into the reason).
+fn refused(dir: &std::path::Path, e: Error) -> Error {
+    let (file, offset, what) = match e {
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+        } => (file, offset, reason),
+        Error::ChecksumMismatch {
+            file,
+            offset,
+            expected,
+            actual,
+        } => (
+            file,
+            offset,
+            format!("checksum mismatch (stored {expected:#010x}, computed {actual:#010x})"),
+        ),
+        other => return other,
+    };
+    Error::Corruption {
+        file,
+        offset,
+        reason: format!(
+            "{what}; the store was not opened: run `cascade verify --dir {d}` to list every \
+             damaged record, then `cascade repair --dir {d}` to salvage the intact data",
+            d = dir.display()
+        ),
     }
 }
 

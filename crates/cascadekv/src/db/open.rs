@@ -37,8 +37,19 @@ pub(crate) const POOL_FILE: &str = "pool";
 pub(crate) const LOCK_FILE: &str = "LOCK";
 
 pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
+    open_with(dir, opts, false)
+}
+
+/// Opens the store with its pool mapped copy-on-write (`Device::Private`) when
+/// `private`: recovery runs as usual but nothing it writes reaches the file. The lock
+/// file is taken (a running server keeps it) but never created.
+pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<Engine> {
     opts.validate()?;
-    let (pool, lock) = open_pool(&dir, &opts)?;
+    let (pool, lock) = if private {
+        open_private_pool(&dir, &opts, false)?
+    } else {
+        open_pool(&dir, &opts)?
+    };
     let mut info = RecoveryInfo {
         created: pool.created(),
         clean_shutdown: !pool.created() && pool.allocator().was_clean(),
@@ -120,6 +131,7 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
         poisoned: AtomicBool::new(false),
         recovery: info,
         counters: Counters::default(),
+        scrub: crate::integrity::scrub::ScrubCounters::default(),
         active_bytes: AtomicU64::new(active_bytes),
         active_log_bytes: AtomicU64::new(active_log_bytes),
         log_capacity,
@@ -157,6 +169,37 @@ fn open_pool(dir: &Path, opts: &Options) -> Result<(Arc<Pool>, std::fs::File)> {
         chunk_size: opts.effective_chunk_size(),
     };
     let pool = Pool::open(&pool_path, &device, geo, opts.create_if_missing)?;
+    Ok((Arc::new(pool), lock))
+}
+
+/// The lock (if the store has a lock file) and the pool mapped copy-on-write; with
+/// `rebuild`, a damaged pool header or bitmap is rebuilt in the private mapping.
+pub(crate) fn open_private_pool(
+    dir: &Path,
+    opts: &Options,
+    rebuild: bool,
+) -> Result<(Arc<Pool>, std::fs::File)> {
+    let pool_path = dir.join(POOL_FILE);
+    if !pool_path.is_file() {
+        return Err(Error::NotAStore(dir.to_path_buf()));
+    }
+    let lock_path = dir.join(LOCK_FILE);
+    let lock = std::fs::File::open(if lock_path.exists() {
+        &lock_path
+    } else {
+        &pool_path
+    })
+    .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(lock_path)),
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("locking the store", e)),
+    }
+    let geo = PoolGeometry {
+        pool_size: opts.pool_size,
+        chunk_size: opts.effective_chunk_size(),
+    };
+    let pool = Pool::open(&pool_path, &Device::Private { rebuild }, geo, false)?;
     Ok((Arc::new(pool), lock))
 }
 

@@ -53,6 +53,10 @@ pub struct Options {
     /// Live bytes one cleaning cycle may move at most (0, the default: 1/16 of the pool,
     /// at most 64 MiB).
     pub vlog_clean_batch_bytes: u64,
+    /// Background scrubbing: re-read and verify every table block and separated value
+    /// at most this many bytes per second, pass after pass (0, the default: off).
+    /// Findings are counted in `Stats::scrub_errors`; nothing is changed.
+    pub scrub_bytes_per_sec: u64,
     /// Values up to this many bytes are kept in the DRAM index; larger values are
     /// key-value separated (the index holds the log address). Default 256.
     pub inline_threshold: usize,
@@ -105,6 +109,7 @@ impl Default for Options {
             vlog_cleaning: true,
             vlog_dead_ratio: 0.5,
             vlog_clean_batch_bytes: 0,
+            scrub_bytes_per_sec: 0,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,

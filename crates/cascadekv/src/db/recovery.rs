@@ -34,7 +34,7 @@ use crate::vlog::{RetainedSegments, Segment, SegmentLive, SegmentMap};
 /// generation and every value chunk (cleaning output). Each starts with no holder;
 /// [`load_tables`] gives each one a holder per table pointing into it, and
 /// [`release_unreferenced`] frees the rest.
-pub(super) fn value_candidates(
+pub(crate) fn value_candidates(
     pool: &Arc<Pool>,
     disc: &Discovery,
     flushed: &[LogInfo],
@@ -56,7 +56,7 @@ pub(super) fn value_candidates(
 /// compaction). Each table holds the value segments its manifest entry lists; a
 /// table of the first manifest format lists none, so it is read once to find them
 /// (and `state` is completed, to be written with the next manifest snapshot).
-pub(super) fn load_tables(
+pub(crate) fn load_tables(
     pool: &Arc<Pool>,
     disc: &Discovery,
     state: &mut ManifestState,

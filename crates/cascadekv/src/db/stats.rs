@@ -60,6 +60,18 @@ pub struct Stats {
     pub vlog_released_segments: u64,
     /// Bytes of the released segments.
     pub vlog_released_bytes: u64,
+    /// Completed passes of the background scrubber over every table.
+    pub scrub_passes: u64,
+    /// Tables, blocks and bytes (blocks plus separated values) it read and verified.
+    pub scrub_tables: u64,
+    /// Blocks the scrubber verified.
+    pub scrub_blocks: u64,
+    /// Bytes the scrubber verified.
+    pub scrub_bytes: u64,
+    /// Damaged blocks or values the scrubber found (run `cascade verify`).
+    pub scrub_errors: u64,
+    /// The latest damage the scrubber found.
+    pub scrub_last_error: Option<String>,
     /// Bytes the data needs: live values, tables, the FastStores' logs.
     pub live_bytes: u64,
     /// `pool_bytes_used / live_bytes`: what the store occupies per byte it needs.
@@ -172,6 +184,11 @@ impl Stats {
         n("writes", self.writes);
         n("recovered_records", self.recovered_records);
         n("recovery_micros", self.recovery_micros);
+        n("scrub_passes", self.scrub_passes);
+        n("scrub_tables", self.scrub_tables);
+        n("scrub_blocks", self.scrub_blocks);
+        n("scrub_bytes", self.scrub_bytes);
+        n("scrub_errors", self.scrub_errors);
         r.push((
             "write_amplification",
             format!("{:.3}", self.write_amplification),
@@ -227,6 +244,7 @@ impl Db {
                 Backend::Dax => "dax",
                 Backend::Msync => "msync",
                 Backend::Sim => "sim",
+                Backend::Private => "private",
             },
             live_snapshots: e.snaps.live() as u64,
             max_lsn: e.lsns.max_issued(),
@@ -248,6 +266,12 @@ impl Db {
             recovered_clean: e.recovery.clean_shutdown,
             recovered_records: e.recovery.records,
             recovery_micros: e.recovery.replay_micros,
+            scrub_passes: ld(&e.scrub.passes),
+            scrub_tables: ld(&e.scrub.tables),
+            scrub_blocks: ld(&e.scrub.blocks),
+            scrub_bytes: ld(&e.scrub.bytes),
+            scrub_errors: ld(&e.scrub.errors),
+            scrub_last_error: e.scrub.last_error.lock().clone(),
             ..Stats::default()
         };
         for fs in stages.fast() {

@@ -4,7 +4,9 @@ pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod writer;
 
-pub(crate) use reader::{discover, replay, seal_torn_tail, Discovery, LogInfo, TornTail};
+pub(crate) use reader::{
+    discover, discover_with, replay, salvage, seal_torn_tail, Damage, Discovery, LogInfo, TornTail,
+};
 pub(crate) use record::{Kind, RecordIn};
 pub(crate) use writer::LogWriter;
 

@@ -55,8 +55,15 @@ pub struct Discovery {
     pub others: Vec<(ChunkHeader, u64)>,
 }
 
-/// Walks every allocated chunk, recording epochs in the pool as it goes.
+/// Walks every allocated chunk, recording epochs in the pool as it goes. An allocated
+/// chunk with a damaged header is `Corruption`.
 pub fn discover(pool: &Pool) -> Result<Discovery> {
+    discover_with(pool, None)
+}
+
+/// [`discover`], reporting each allocated chunk with a damaged header to `sink` (and
+/// stepping over it one chunk at a time) instead of failing.
+pub fn discover_with(pool: &Pool, mut sink: Option<&mut dyn FnMut(Damage)>) -> Result<Discovery> {
     let mut d = Discovery::default();
     let mut logs: BTreeMap<u64, LogInfo> = BTreeMap::new();
     let mut manifests: BTreeMap<u64, LogInfo> = BTreeMap::new();
@@ -66,14 +73,34 @@ pub fn discover(pool: &Pool) -> Result<Discovery> {
             c += 1;
             continue;
         }
-        let Some(h) = pool.chunk_header(c)? else {
-            // Headers are durable before the bitmap marks a chunk allocated, so an
-            // allocated chunk without a valid header has been damaged.
-            return Err(Error::corruption(
-                pool.path(),
-                pool.chunk_offset(c),
-                "allocated chunk has a damaged header",
-            ));
+        let h = if let Some(h) = pool.chunk_header(c)? {
+            h
+        } else {
+            {
+                // Headers are durable before the bitmap marks a chunk allocated, so an
+                // allocated chunk without a valid header has been damaged.
+                let at = pool.chunk_offset(c);
+                let error =
+                    Error::corruption(pool.path(), at, "allocated chunk has a damaged header");
+                let Some(s) = sink.as_mut() else {
+                    return Err(error);
+                };
+                // A single flipped bit is corrected, so the chunk's own checksummed
+                // contents can still be read (and salvaged) by verify and repair.
+                let fixed = ChunkHeader::decode_corrected(pool.mem().read(at, CHUNK_HEADER_LEN)?);
+                s(Damage {
+                    addr: at,
+                    error,
+                    key: None,
+                    key_certain: fixed.is_some(),
+                    dropped_batch_records: 0,
+                });
+                let Some(h) = fixed else {
+                    c += 1;
+                    continue;
+                };
+                h
+            }
         };
         let span = u64::from(h.span).max(1);
         pool.note_epoch(c, span, h.epoch);
@@ -174,16 +201,95 @@ pub struct TornTail {
     pub epoch: u64,
 }
 
+/// A damaged log record met by [`salvage`]: where, why, and whose key it probably held.
+#[derive(Debug)]
+pub struct Damage {
+    /// Pool address of the bad position.
+    pub addr: u64,
+    /// What replay would have failed with.
+    pub error: Error,
+    /// The key the damaged record held: certain when `key_certain` (a single-bit
+    /// correction validated the record), else what the damaged header points at.
+    pub key: Option<Vec<u8>>,
+    /// Whether `key` is certain.
+    pub key_certain: bool,
+    /// Records of an atomic batch dropped because the damage cut the batch.
+    pub dropped_batch_records: u64,
+}
+
 /// Replays one log. `f(record, address)` is called for each put/delete, batches whole.
+/// The first damaged record that was once durable fails the replay with `Corruption`.
 pub fn replay<'p>(
     pool: &'p Pool,
     log: &LogInfo,
-    mut f: impl FnMut(&RecordOut<'p>, u64) -> Result<()>,
+    f: impl FnMut(&RecordOut<'p>, u64) -> Result<()>,
 ) -> Result<ReplayEnd> {
-    check_chain(pool, log)?;
+    replay_with(pool, log, f, None)
+}
+
+/// Like [`replay`], but reports each damaged record to `sink` and goes on with the next
+/// valid record after it (found by scanning at record alignment) instead of failing:
+/// what `cascade verify` lists and what `cascade repair` salvages. Never writes.
+pub fn salvage<'p>(
+    pool: &'p Pool,
+    log: &LogInfo,
+    f: impl FnMut(&RecordOut<'p>, u64) -> Result<()>,
+    sink: &mut dyn FnMut(Damage),
+) -> Result<ReplayEnd> {
+    replay_with(pool, log, f, Some(sink))
+}
+
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over the segments; the batch state and the damage handling share it"
+)]
+fn replay_with<'p>(
+    pool: &'p Pool,
+    log: &LogInfo,
+    mut f: impl FnMut(&RecordOut<'p>, u64) -> Result<()>,
+    mut sink: Option<&mut dyn FnMut(Damage)>,
+) -> Result<ReplayEnd> {
+    if let Err(e) = check_chain(pool, log) {
+        match sink.as_mut() {
+            Some(s) => s(Damage {
+                addr: e_offset(&e),
+                error: e,
+                key: None,
+                key_certain: false,
+                dropped_batch_records: 0,
+            }),
+            None => return Err(e),
+        }
+    }
     let mut end = ReplayEnd::default();
     let mut pending: Option<(u32, Vec<(RecordOut<'p>, u64)>)> = None;
     let mut ended = false;
+    // Reports damage at `addr` (or fails without a sink); drops a cut batch.
+    let damaged = |sink: &mut Option<&mut dyn FnMut(Damage)>,
+                   pending: &mut Option<(u32, Vec<(RecordOut<'p>, u64)>)>,
+                   addr: u64,
+                   error: Error,
+                   rest: &[u8]|
+     -> Result<()> {
+        let Some(s) = sink.as_mut() else {
+            return Err(error);
+        };
+        let dropped = pending.take().map_or(0, |(_, r)| r.len() as u64);
+        let corrected = record::correct_one_bit(rest, pool.epoch_at(addr));
+        let key_certain = corrected.is_some();
+        let key = match corrected {
+            Some(k) => (!k.is_empty()).then_some(k),
+            None => record::probable_key(rest).map(<[u8]>::to_vec),
+        };
+        s(Damage {
+            addr,
+            error,
+            key,
+            key_certain,
+            dropped_batch_records: dropped,
+        });
+        Ok(())
+    };
     for (i, seg) in log.segments.iter().enumerate() {
         if ended {
             break;
@@ -197,21 +303,23 @@ pub fn replay<'p>(
             let rec = match decode(rest, seg.epoch) {
                 Ok(r) => r,
                 Err(why) => {
-                    if later_segment_has_records(pool, &log.segments[i + 1..])? {
-                        return Err(bad_record(
-                            pool,
-                            base + pos,
-                            why,
-                            "before a later segment's records",
-                        ));
-                    }
-                    if let Some(m) = later_mark_covering(bytes, pos, seg.epoch) {
-                        return Err(bad_record(
-                            pool,
-                            base + pos,
-                            why,
-                            &format!("followed by a record marking offset {m} durable"),
-                        ));
+                    let evidence = if later_segment_has_records(pool, &log.segments[i + 1..])? {
+                        Some("before a later segment's records".to_string())
+                    } else {
+                        later_mark_covering(bytes, pos, seg.epoch)
+                            .map(|m| format!("followed by a record marking offset {m} durable"))
+                    };
+                    if let Some(ctx) = evidence {
+                        let e = bad_record(pool, base + pos, why, &ctx);
+                        damaged(&mut sink, &mut pending, base + pos, e, rest)?;
+                        // Go on with the next valid record of this segment, if any.
+                        match next_valid(bytes, pos, seg.epoch) {
+                            Some(p) => {
+                                pos = p;
+                                continue;
+                            }
+                            None => break,
+                        }
                     }
                     // Torn tail: the log ends here (later segments hold no record).
                     end.torn_at = Some(TornTail {
@@ -232,7 +340,8 @@ pub fn replay<'p>(
                 Kind::End => break,
                 Kind::BatchHeader => {
                     if pending.is_some() {
-                        return Err(Error::corruption(pool.path(), addr, "batch inside a batch"));
+                        let e = Error::corruption(pool.path(), addr, "batch inside a batch");
+                        damaged(&mut sink, &mut pending, addr, e, rest)?;
                     }
                     pending = Some((batch_count(&rec), Vec::new()));
                 }
@@ -252,11 +361,12 @@ pub fn replay<'p>(
                         end.records += 1;
                     }
                     _ => {
-                        return Err(Error::corruption(
+                        let e = Error::corruption(
                             pool.path(),
                             addr,
                             "batch record outside its batch (or plain record inside one)",
-                        ))
+                        );
+                        damaged(&mut sink, &mut pending, addr, e, rest)?;
                     }
                 },
             }
@@ -266,6 +376,27 @@ pub fn replay<'p>(
         end.torn_batch_records = recs.len() as u64;
     }
     Ok(end)
+}
+
+/// The offset an error names (0 when it names none).
+fn e_offset(e: &Error) -> u64 {
+    match e {
+        Error::Corruption { offset, .. } | Error::ChecksumMismatch { offset, .. } => *offset,
+        _ => 0,
+    }
+}
+
+/// The next position after `bad` (at record alignment) holding a valid record.
+fn next_valid(seg: &[u8], bad: u64, epoch: u64) -> Option<u64> {
+    let mut p = bad + record::ALIGN;
+    while usize_from(p) < seg.len() {
+        let rest = seg.get(usize_from(p)..)?;
+        if decode(rest, epoch).is_ok() {
+            return Some(p);
+        }
+        p += record::ALIGN;
+    }
+    None
 }
 
 /// Seals a replayed log at its torn tail: writes a seal (formats.md §5.3) over the

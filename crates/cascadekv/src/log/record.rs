@@ -187,9 +187,21 @@ pub const SEAL_LEN: u64 = 32;
 /// 16 durable_upto u32, reserved u32 (0), reserved u64 (0)
 /// ```
 pub fn encode_seal(durable_upto: u32, epoch: u64, out: &mut Vec<u8>) {
+    encode_marker(Kind::End, durable_upto, epoch, out);
+}
+
+/// Encodes a *mark*: the same 32 bytes as a seal but of kind `Pad`, so the log goes on
+/// after it. A writer appends one right after each fence (formats.md §5.3): it is the
+/// durable evidence that everything before `durable_upto` was acknowledged durable,
+/// even when no later record follows (the last `Sync` write before a crash).
+pub fn encode_mark(durable_upto: u32, epoch: u64, out: &mut Vec<u8>) {
+    encode_marker(Kind::Pad, durable_upto, epoch, out);
+}
+
+fn encode_marker(kind: Kind, durable_upto: u32, epoch: u64, out: &mut Vec<u8>) {
     out.clear();
     out.resize(usize_from(SEAL_LEN), 0);
-    out[10] = Kind::End as u8 | FLAG_MARK;
+    out[10] = kind as u8 | FLAG_MARK;
     let lens = (SEAL_LEN - HEADER_LEN as u64) << 13;
     out[11..16].copy_from_slice(&lens.to_le_bytes()[..5]);
     put_u32(out, HEADER_LEN, durable_upto);
@@ -197,8 +209,13 @@ pub fn encode_seal(durable_upto: u32, epoch: u64, out: &mut Vec<u8>) {
     put_u32(out, 0, crc);
 }
 
-/// Decodes a seal (see [`encode_seal`]); every reserved byte must be zero.
+/// Decodes a seal or a mark (see [`encode_seal`]); every reserved byte must be zero.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the header fields decode() already parsed"
+)]
 fn decode_seal(
+    kind: Kind,
     buf: &[u8],
     kf: u8,
     key_len: usize,
@@ -225,7 +242,7 @@ fn decode_seal(
         return Err(Invalid::BadHeader);
     }
     Ok(RecordOut {
-        kind: Kind::End,
+        kind,
         lsn: 0,
         in_batch: false,
         mark: get_u32(body, HEADER_LEN),
@@ -233,6 +250,65 @@ fn decode_seal(
         value: &[],
         len: SEAL_LEN,
     })
+}
+
+/// The key a record's header points at when the header's lengths are plausible — for
+/// naming the key of a damaged record. Unverified: the damage may be in the key.
+pub fn probable_key(buf: &[u8]) -> Option<&[u8]> {
+    if buf.len() < HEADER_LEN {
+        return None;
+    }
+    let kf = buf[10];
+    if !matches!(
+        Kind::from_bits(kf & KIND_MASK),
+        Some(Kind::Put | Kind::Delete)
+    ) {
+        return None;
+    }
+    let mut lens_b = [0u8; 8];
+    lens_b[..5].copy_from_slice(&buf[11..16]);
+    let key_len = usize_from(u64::from_le_bytes(lens_b) & 0x1FFF);
+    let start = HEADER_LEN + if kf & FLAG_MARK != 0 { MARK_LEN } else { 0 };
+    if key_len == 0 || key_len > MAX_KEY_LEN {
+        return None;
+    }
+    buf.get(start..start + key_len)
+}
+
+/// Largest damaged record [`correct_one_bit`] tries to correct (bits tried × bytes
+/// checksummed grows with the square of the length).
+const CORRECT_MAX: usize = 8 << 10;
+
+/// Finds the one flipped bit that makes the damaged record at the start of `buf` valid
+/// again, and returns the corrected record's key (empty for a record without one).
+/// CRC-32C detects every 1- to 3-bit error at these lengths, so a single-bit
+/// correction that validates is the record as written: the key it names is certain.
+/// Used only to *name* what was lost (verify, repair); replay never corrects.
+#[must_use]
+pub fn correct_one_bit(buf: &[u8], epoch: u64) -> Option<Vec<u8>> {
+    let mut lens_b = [0u8; 8];
+    lens_b[..5].copy_from_slice(buf.get(11..16)?);
+    let lens = u64::from_le_bytes(lens_b);
+    let guess = encoded_len(usize_from(lens & 0x1FFF), usize_from(lens >> 13), true);
+    let span = usize_from(guess)
+        .clamp(HEADER_LEN, CORRECT_MAX)
+        .min(buf.len());
+    // Room past the guessed length, in case the flip shortened it.
+    let window = buf.len().min(CORRECT_MAX + 64);
+    if span > window {
+        return None;
+    }
+    let mut scratch = buf[..window].to_vec();
+    for i in 0..span * 8 {
+        scratch[i / 8] ^= 1 << (i % 8);
+        if let Ok(r) = decode(&scratch, epoch) {
+            if usize_from(r.len) > i / 8 {
+                return Some(r.key.to_vec());
+            }
+        }
+        scratch[i / 8] ^= 1 << (i % 8);
+    }
+    None
 }
 
 /// Why a position does not hold a valid record.
@@ -277,8 +353,8 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
         return Err(Invalid::BadHeader);
     }
     let seed = crc32c(&epoch.to_le_bytes());
-    if kind == Kind::End && kf & FLAG_MARK != 0 {
-        return decode_seal(buf, kf, key_len, value_len, lsn, seed, stored);
+    if matches!(kind, Kind::End | Kind::Pad) && kf & FLAG_MARK != 0 {
+        return decode_seal(kind, buf, kf, key_len, value_len, lsn, seed, stored);
     }
     if matches!(kind, Kind::Pad | Kind::End) {
         if key_len != 0 || kf & (FLAG_MARK | FLAG_IN_BATCH) != 0 {
@@ -416,6 +492,40 @@ mod tests {
                 prop_assert_eq!(r.lsn, lsn);
                 prop_assert_eq!(r.mark, mark);
                 prop_assert_eq!(usize_from(r.len), buf.len());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod correction_tests {
+    use super::*;
+
+    #[test]
+    fn one_flipped_bit_anywhere_in_a_record_names_its_key() {
+        for (klen, vlen, mark) in [(2usize, 600usize, false), (8, 8, true), (30, 1500, false)] {
+            let key: Vec<u8> = (0..klen).map(|i| b'a' + (i % 26) as u8).collect();
+            let value = vec![b'x'; vlen];
+            let rec = RecordIn {
+                kind: Kind::Put,
+                lsn: 7,
+                in_batch: false,
+                key: &key,
+                value: &value,
+            };
+            let mut buf = Vec::new();
+            encode(&rec, mark.then_some(64), 42, &mut buf);
+            let len = buf.len();
+            buf.resize(len + 256, 0);
+            for i in (0..len * 8).step_by(13) {
+                let mut b = buf.clone();
+                b[i / 8] ^= 1 << (i % 8);
+                assert!(decode(&b, 42).is_err(), "bit {i} undetected");
+                assert_eq!(
+                    correct_one_bit(&b, 42).as_deref(),
+                    Some(&key[..]),
+                    "bit {i} of a {len}-byte record"
+                );
             }
         }
     }

@@ -216,12 +216,31 @@ fn a_sealed_log_reports_damage_to_its_last_records() {
         })
         .unwrap_or_else(|e| panic!("replay: {e}"));
     }
-    // Without a seal, the last synced record has no later record vouching for it: a
-    // flip there reads as a torn tail.
+    // Power lost right after the last sync: the mark that sync appended was not yet
+    // durable, so nothing vouches for the last record and a flip there reads as a
+    // torn tail.
     let last = addrs[addrs.len() - 1];
     let mut img = unsealed.clone();
     img[usize_from(last + 12)] ^= 0x04;
     assert_eq!(replayed(&reopen(img)).map(|l| l.len()).ok(), Some(9));
+    // A process crash keeps what was written (the page cache holds it): the mark is
+    // there, so the same flip in the last synced record is corruption.
+    let killed = dev.crash_image(CrashMode::KeepAll);
+    assert_eq!(
+        replayed(&reopen(killed.clone())).map(|l| l.len()).ok(),
+        Some(10)
+    );
+    for byte in [0u64, 5, 12, 17] {
+        let mut img = killed.clone();
+        img[usize_from(last + byte)] ^= 0x04;
+        match replayed(&reopen(img)) {
+            Err(e) => assert!(e.is_corruption(), "byte {byte}: {e}"),
+            Ok(l) => panic!(
+                "byte {byte}: flip in the last synced record unnoticed ({})",
+                l.len()
+            ),
+        }
+    }
     // A writer that never wrote has nothing to seal.
     let mut w = LogWriter::new(pool.clone(), 2);
     w.seal()

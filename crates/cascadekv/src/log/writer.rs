@@ -40,6 +40,9 @@ struct Tail {
     fenced: u64,
     /// Largest `durable_upto` already written as a MARK.
     marked: u64,
+    /// End of the mark [`LogWriter::sync`] appended last (0 if something followed it):
+    /// a tail that ends in that mark holds nothing unsynced.
+    mark_end: u64,
 }
 
 /// Appends records to one log.
@@ -144,10 +147,50 @@ impl LogWriter {
         )
     }
 
-    /// Makes every appended record durable (write-back + fence through the seam).
+    /// Makes every appended record durable (write-back + fence through the seam), then
+    /// appends a *mark* (formats.md §5.3) saying so. The mark is written but not written
+    /// back: it becomes durable with the next sync, or with the page cache after a
+    /// process crash. Either way it only ever claims what the fence made durable, so a
+    /// damaged record it covers is reported as corruption by replay, never taken for a
+    /// torn tail — the evidence an acknowledged `Sync` write leaves even when it is the
+    /// last write before a crash.
     pub fn sync(&mut self) -> Result<()> {
+        self.persist()?;
+        let Some(seg) = self.seg.as_mut() else {
+            return Ok(());
+        };
+        if seg.fenced <= seg.marked {
+            return Ok(());
+        }
+        let len = record::SEAL_LEN;
+        let at = placement(seg.pos, len);
+        if at + len > seg.cap {
+            return Ok(());
+        }
+        let mem = self.pool.mem();
+        if at > seg.pos {
+            encode_filler(Kind::Pad, at - seg.pos, seg.epoch, &mut self.buf);
+            mem.write(seg.base + seg.pos, &self.buf)?;
+        }
+        let upto = u32::try_from(seg.fenced)
+            .map_err(|_| crate::Error::Internal("log segment offset beyond u32".into()))?;
+        record::encode_mark(upto, seg.epoch, &mut self.buf);
+        mem.write(seg.base + at, &self.buf)?;
+        seg.marked = seg.fenced;
+        self.bytes += at + len - seg.pos;
+        seg.pos = at + len;
+        seg.mark_end = seg.pos;
+        Ok(())
+    }
+
+    /// Writes back and fences everything appended, unless all that was appended since
+    /// the last fence is the mark that fence left.
+    fn persist(&mut self) -> Result<()> {
         let mem = self.pool.mem();
         if let Some(seg) = self.seg.as_mut() {
+            if seg.pos == seg.mark_end {
+                return Ok(());
+            }
             if seg.pos > seg.written_back {
                 mem.write_back(
                     &mut self.set,
@@ -175,7 +218,7 @@ impl LogWriter {
         reason = "a MARK is an offset inside one segment: at most 3 chunks of 64 MiB"
     )]
     pub fn seal(&mut self) -> Result<()> {
-        self.sync()?;
+        self.persist()?;
         let mem = self.pool.mem();
         let Some(seg) = self.seg.as_mut() else {
             return Ok(());
@@ -188,13 +231,16 @@ impl LogWriter {
         mem.write(seg.base + seg.pos, &self.buf)?;
         seg.marked = seg.pos;
         seg.pos += record::SEAL_LEN;
+        seg.mark_end = 0;
         self.bytes += record::SEAL_LEN;
-        self.sync()
+        self.persist()
     }
 
     /// True when records were appended since the last [`LogWriter::sync`].
     pub fn has_unsynced(&self) -> bool {
-        self.seg.as_ref().is_some_and(|s| s.pos > s.fenced)
+        self.seg
+            .as_ref()
+            .is_some_and(|s| s.pos > s.fenced && s.pos != s.mark_end)
     }
 
     fn next_segment(&mut self, len: u64, class: AllocClass) -> Result<()> {
@@ -223,7 +269,7 @@ impl LogWriter {
             }
         }
         // The old segment is complete and durable before the next one gets records.
-        self.sync()?;
+        self.persist()?;
         self.log_id = Some(h.owner);
         self.next_seq += 1;
         self.segments
@@ -236,6 +282,7 @@ impl LogWriter {
             written_back: CHUNK_HEADER_LEN,
             fenced: CHUNK_HEADER_LEN,
             marked: CHUNK_HEADER_LEN,
+            mark_end: 0,
         });
         Ok(())
     }

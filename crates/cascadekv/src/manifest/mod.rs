@@ -79,6 +79,16 @@ pub struct Recovered {
 
 /// Reads the newest valid manifest log.
 pub fn recover(pool: &Pool, manifests: &[LogInfo]) -> Result<Recovered> {
+    recover_with(pool, manifests, None)
+}
+
+/// [`recover`]; with a `sink`, a damaged manifest record is reported there and skipped
+/// (the edit it held is lost) instead of failing — for `cascade verify` and `repair`.
+pub fn recover_with(
+    pool: &Pool,
+    manifests: &[LogInfo],
+    mut sink: Option<&mut dyn FnMut(log::Damage)>,
+) -> Result<Recovered> {
     let mut r = Recovered::default();
     let mut sorted: Vec<&LogInfo> = manifests.iter().collect();
     sorted.sort_by_key(|l| std::cmp::Reverse(l.log_id));
@@ -89,7 +99,7 @@ pub fn recover(pool: &Pool, manifests: &[LogInfo]) -> Result<Recovered> {
             continue;
         }
         let mut state: Option<ManifestState> = None;
-        log::replay(pool, m, |rec, addr| {
+        let apply = |rec: &log::record::RecordOut<'_>, addr: u64| {
             let Some(e) = decode(rec.value) else {
                 return Err(Error::corruption(
                     pool.path(),
@@ -109,7 +119,11 @@ pub fn recover(pool: &Pool, manifests: &[LogInfo]) -> Result<Recovered> {
                 (Some(st), e) => st.apply(e),
             }
             Ok(())
-        })?;
+        };
+        match sink.as_mut() {
+            Some(s) => log::salvage(pool, m, apply, &mut **s)?,
+            None => log::replay(pool, m, apply)?,
+        };
         match state {
             // A manifest log whose snapshot never became durable (rotation crashed):
             // the previous one is still complete.

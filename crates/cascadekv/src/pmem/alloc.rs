@@ -250,15 +250,53 @@ impl Allocator {
         self.persist_locked(mem, &mut st)
     }
 
-    /// Sets or clears the clean-shutdown flag and persists.
+    /// Sets or clears the clean-shutdown flag and persists. Setting it (a clean close)
+    /// persists twice, so both copies hold the same bitmap: a bit flipped in either at
+    /// rest then changes nothing (the other, intact copy says the same).
     pub fn set_clean(&self, mem: &Mem, clean: bool) -> Result<()> {
         let mut st = self.state.lock();
         if clean {
             st.flags |= FLAG_CLEAN;
+            self.persist_locked(mem, &mut st)?;
         } else {
             st.flags &= !FLAG_CLEAN;
         }
         self.persist_locked(mem, &mut st)
+    }
+
+    /// Writes a bitmap from scratch (both copies, generation `generation` and the one
+    /// after) marking the first `reserved` chunks and every run of `allocated` as
+    /// allocated. Only `cascade verify`/`repair` call it, on a copy-on-write mapping,
+    /// when both copies are damaged: every chunk holding a valid header is taken.
+    pub fn rebuild(
+        mem: &Mem,
+        geo: BitmapGeometry,
+        chunk_size: u64,
+        reserved: u64,
+        allocated: &[(u64, u64)],
+        generation: u64,
+    ) -> Result<()> {
+        let mut bits = vec![0u8; usize_from(geo.bitmap_len())];
+        let runs = std::iter::once((0, reserved)).chain(allocated.iter().copied());
+        for (c0, span) in runs {
+            for c in c0..(c0 + span).min(geo.chunk_count) {
+                set_bit(&mut bits, c, true);
+            }
+        }
+        let a = Allocator {
+            geo,
+            chunk_size,
+            state: Mutex::new(State {
+                bits,
+                generation,
+                flags: 0,
+                used: 0,
+                hint: reserved,
+            }),
+        };
+        let mut st = a.state.lock();
+        a.persist_locked(mem, &mut st)?;
+        a.persist_locked(mem, &mut st)
     }
 
     /// Whether the loaded bitmap carried the clean-shutdown flag.

@@ -78,6 +78,23 @@ impl ChunkHeader {
         b
     }
 
+    /// Decodes a header that has exactly one flipped bit (its checksum detects every
+    /// such flip, so the correction that validates is the header as written). For
+    /// `cascade verify` and `repair`, which can then read the chunk's own checksummed
+    /// records; the engine never opens a store through it.
+    #[must_use]
+    pub fn decode_corrected(b: &[u8]) -> Option<Self> {
+        let mut h = b.get(0..usize_from(CHUNK_HEADER_LEN))?.to_vec();
+        for i in 0..h.len() * 8 {
+            h[i / 8] ^= 1 << (i % 8);
+            if let Some(x) = Self::decode(&h) {
+                return Some(x);
+            }
+            h[i / 8] ^= 1 << (i % 8);
+        }
+        None
+    }
+
     /// Decodes a header; `None` if the bytes are not a valid header (never written,
     /// torn, or damaged). Callers decide whether that is corruption or a leak.
     #[must_use]

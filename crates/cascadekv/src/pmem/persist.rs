@@ -12,6 +12,10 @@
 //!   calls `msync(MS_SYNC)` on the batched, merged ranges.
 //! * [`Backend::Sim`] — a simulated device for tests (see [`super::sim`]) that tracks
 //!   every line as dirty / flushed / fenced and can produce crash images.
+//! * [`Backend::Private`] — the pool file opened read-only and mapped copy-on-write:
+//!   what the engine writes stays in this process and never reaches the file;
+//!   `write_back` and `fence` do nothing. `cascade verify` and `cascade repair` open
+//!   a store this way, so looking at a damaged store never changes it.
 //!
 //! Invariants and threading: `Mem` is `Sync`; any thread may write, provided no two
 //! threads write the same bytes concurrently and nobody reads bytes while they are
@@ -43,6 +47,8 @@ pub enum Backend {
     Msync,
     /// Simulated device (tests).
     Sim,
+    /// Copy-on-write mapping of a file opened read-only: nothing is ever persisted.
+    Private,
 }
 
 /// Cache-line write-back instruction chosen at start-up by CPUID.
@@ -165,6 +171,38 @@ impl Mem {
         })
     }
 
+    /// Maps `file` (opened read-only, `len` bytes) private and copy-on-write: writes
+    /// land in anonymous pages of this process, the file never changes.
+    pub fn map_private(file: &File, len: u64) -> Result<Self> {
+        let size =
+            usize::try_from(len).map_err(|_| Error::invalid("pool larger than address space"))?;
+        // SAFETY: plain mmap call on a valid fd; the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io(
+                "mapping the pool file copy-on-write",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Mem {
+            base: ptr.cast::<u8>(),
+            len,
+            backend: Backend::Private,
+            insn: FlushInsn::Clflush,
+            file: None,
+            sim: None,
+        })
+    }
+
     /// Wraps a simulated device.
     pub fn sim(dev: Arc<SimDevice>) -> Self {
         Mem {
@@ -244,6 +282,7 @@ impl Mem {
             }
             Backend::Msync => set.add(off & !(PAGE - 1), end.div_ceil(PAGE) * PAGE),
             Backend::Sim => set.add(off & !(LINE - 1), end.div_ceil(LINE) * LINE),
+            Backend::Private => {}
         }
     }
 
@@ -282,6 +321,10 @@ impl Mem {
                 }
                 None => Ok(()),
             },
+            Backend::Private => {
+                set.take();
+                Ok(())
+            }
         }
     }
 

@@ -54,6 +54,14 @@ pub enum Device {
     },
     /// A simulated device (tests): persistence is tracked per line.
     Sim(Arc<SimDevice>),
+    /// The existing pool file, opened read-only and mapped copy-on-write: the store
+    /// can be opened, recovered and read, and nothing written reaches the file
+    /// (`cascade verify`, the salvage pass of `cascade repair`).
+    Private {
+        /// When the pool header or both bitmap copies are damaged, rebuild them in the
+        /// private mapping from the chunk headers found (see [`Pool::rebuild`]).
+        rebuild: bool,
+    },
 }
 
 /// Sizes used when creating a pool.
@@ -105,10 +113,33 @@ impl Pool {
                 pool_size: dev.len(),
                 ..geo
             },
-            Device::File { .. } => geo,
+            Device::File { .. } | Device::Private { .. } => geo,
         };
         validate_geometry(geo)?;
         match device {
+            Device::Private { rebuild } => {
+                let map = || -> Result<Mem> {
+                    let file = OpenOptions::new().read(true).open(path).map_err(|e| {
+                        Error::io(format!("opening pool file {}", path.display()), e)
+                    })?;
+                    let len = file
+                        .metadata()
+                        .map_err(|e| Error::io("reading pool file size", e))?
+                        .len();
+                    if len < HEADER_LEN {
+                        return Err(Error::NotAStore(path.to_path_buf()));
+                    }
+                    Mem::map_private(&file, len)
+                };
+                match Self::load(map()?, path) {
+                    Err(e) if *rebuild && e.is_corruption() => {
+                        let mem = map()?;
+                        Self::rebuild(&mem, path)?;
+                        Self::load(mem, path)
+                    }
+                    r => r,
+                }
+            }
             Device::Sim(dev) => {
                 let mem = Mem::sim(dev.clone());
                 let blank = mem.read(0, 8)?.iter().all(|b| *b == 0);
@@ -225,6 +256,16 @@ impl Pool {
     fn load(mem: Mem, path: &Path) -> Result<Pool> {
         let h = mem.read(0, HEADER_LEN)?;
         if &h[0..8] != MAGIC {
+            // A magic a few bits away from ours is our header damaged, not a foreign
+            // file.
+            let dist: u32 = h[0..8]
+                .iter()
+                .zip(MAGIC)
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
+            if dist <= 4 {
+                return Err(Error::corruption(path, 0, "pool header magic is damaged"));
+            }
             return Err(Error::NotAStore(path.to_path_buf()));
         }
         let version = get_u32(h, 8).unwrap_or(0);
@@ -283,6 +324,88 @@ impl Pool {
             headroom: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Rewrites, in `mem` (a copy-on-write mapping), a damaged pool header and/or
+    /// both damaged bitmap copies from what the chunks say. The chunk size is the
+    /// largest power of two at whose multiples the most valid chunk headers sit; every
+    /// chunk with a valid header counts as allocated (freed chunks keep theirs, which
+    /// recovery then meets as stale logs, tables or manifests and ignores).
+    fn rebuild(mem: &Mem, path: &Path) -> Result<()> {
+        let len = mem.len();
+        let header_ok = Self::check_header(mem.read(0, HEADER_LEN)?);
+        let chunk_size = if let Some(cs) = header_ok {
+            cs
+        } else {
+            {
+                let mut best = (0u64, 0u64);
+                let mut cs = MIN_CHUNK;
+                while cs <= MAX_CHUNK && cs < len {
+                    let found = (1..len / cs)
+                        .filter(|k| {
+                            mem.read(k * cs, CHUNK_HEADER_LEN)
+                                .ok()
+                                .and_then(ChunkHeader::decode)
+                                .is_some()
+                        })
+                        .count() as u64;
+                    if found >= best.1 && found > 0 {
+                        best = (cs, found);
+                    }
+                    cs *= 2;
+                }
+                if best.1 == 0 {
+                    return Err(Error::corruption(
+                        path,
+                        0,
+                        "pool header damaged and no chunk header found to rebuild it from",
+                    ));
+                }
+                best.0
+            }
+        };
+        let chunk_count = len / chunk_size;
+        let bgeo = BitmapGeometry::new(BITMAP_BASE, chunk_count);
+        let reserved = bgeo.end().div_ceil(chunk_size);
+        if header_ok.is_none() {
+            let mut h = [0u8; usize_from(HEADER_LEN)];
+            h[0..8].copy_from_slice(MAGIC);
+            put_u32(&mut h, 8, FORMAT_VERSION);
+            put_u32(&mut h, 12, HEADER_LEN_FIELD);
+            put_u64(&mut h, 16, chunk_count * chunk_size);
+            put_u64(&mut h, 24, chunk_size);
+            put_u64(&mut h, 32, chunk_count);
+            put_u32(&mut h, 40, u32::try_from(reserved).unwrap_or(u32::MAX));
+            put_u64(&mut h, 48, pool_id_seed());
+            let crc = crc32c(&h[0..60]);
+            put_u32(&mut h, 60, crc);
+            mem.write(0, &h)?;
+        }
+        if Allocator::load(mem, bgeo, chunk_size, path).is_err() {
+            let mut runs = Vec::new();
+            let mut max_epoch = 0;
+            let mut c = reserved;
+            while c < chunk_count {
+                match ChunkHeader::decode(mem.read(c * chunk_size, CHUNK_HEADER_LEN)?) {
+                    Some(h) => {
+                        let span = u64::from(h.span).max(1);
+                        runs.push((c, span));
+                        max_epoch = max_epoch.max(h.epoch);
+                        c += span;
+                    }
+                    None => c += 1,
+                }
+            }
+            Allocator::rebuild(mem, bgeo, chunk_size, reserved, &runs, max_epoch)?;
+        }
+        Ok(())
+    }
+
+    /// The chunk size a pool header states, if the header is intact.
+    fn check_header(h: &[u8]) -> Option<u64> {
+        (h.get(0..8)? == MAGIC && get_u32(h, 60)? == crc32c(h.get(0..60)?))
+            .then(|| get_u64(h, 24))
+            .flatten()
     }
 
     /// The persistence seam.

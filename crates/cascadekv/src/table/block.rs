@@ -263,7 +263,13 @@ impl<'a> Block<'a> {
         Ok(())
     }
 
-    /// Entries.
+    /// Bytes of the block (all its units).
+    #[must_use]
+    pub fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Number of entries.
     #[must_use]
     pub fn count(&self) -> usize {
         self.count

@@ -25,6 +25,7 @@
 
 pub(crate) mod block;
 pub(crate) mod builder;
+pub(crate) mod check;
 pub(crate) mod reclaim;
 pub(crate) mod set;
 pub(crate) mod writer;
