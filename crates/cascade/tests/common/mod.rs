@@ -45,15 +45,35 @@ impl Server {
 
     /// Starts a server on `dir` (reopening whatever store is there).
     pub fn start_in(dir: &Path, extra: &[&str]) -> Server {
+        Server::try_start_in(dir, extra, None).unwrap_or_else(|(code, _)| {
+            panic!("cascade serve exited before listening: exit code {code:?}")
+        })
+    }
+
+    /// Like [`Server::start_in`] (`--pool-size 512M` unless `extra` sets one), with
+    /// stderr written to the file `stderr` if given: a server that exits before it
+    /// listens is `Err((exit code, its stderr))` instead of a panic.
+    pub fn try_start_in(
+        dir: &Path,
+        extra: &[&str],
+        stderr: Option<&Path>,
+    ) -> Result<Server, (Option<i32>, String)> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cascade"));
         cmd.arg("serve")
             .arg("--dir")
             .arg(dir)
-            .args(["--port", "0", "--pool-size", "512M", "--threads", "2"])
-            .args(extra)
+            .args(["--port", "0", "--threads", "2"]);
+        if !extra.contains(&"--pool-size") {
+            cmd.args(["--pool-size", "512M"]);
+        }
+        let err = match stderr {
+            Some(p) => Stdio::from(std::fs::File::create(p).expect("create stderr file")),
+            None => Stdio::inherit(),
+        };
+        cmd.args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(err);
         let mut child = cmd.spawn().expect("spawn cascade serve");
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -62,7 +82,11 @@ impl Server {
         while Instant::now() < deadline {
             line.clear();
             if out.read_line(&mut line).expect("read server stdout") == 0 {
-                panic!("cascade serve exited before listening: {:?}", child.wait());
+                let code = child.wait().expect("wait for cascade serve").code();
+                let text = stderr
+                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+                    .unwrap_or_default();
+                return Err((code, text));
             }
             if let Some(rest) = line.strip_prefix("cascade: listening on ") {
                 let addr = rest.split_whitespace().next().expect("address");
@@ -76,14 +100,14 @@ impl Server {
             }
         }
         assert!(port != 0, "server did not report its port");
-        Server {
+        Ok(Server {
             child: Some(child),
             port,
             dir: dir.to_path_buf(),
             keep_dir: false,
             stdout_rest: String::new(),
             stdout: Some(out),
-        }
+        })
     }
 
     /// `127.0.0.1:port`.
