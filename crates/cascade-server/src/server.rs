@@ -77,7 +77,15 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let db = Arc::new(
         Db::open(&cfg.dir, cfg.engine.clone()).map_err(|e| ServeError::Store(e.to_string()))?,
     );
-    let store = Store::open(db.clone()).map_err(|e| ServeError::Store(e.to_string()))?;
+    // Counting the keys reads every key's metadata: damage there refuses the start,
+    // with what to run next (as `Db::open` does for damage it finds itself).
+    let store = Store::open(db.clone()).map_err(|e| {
+        ServeError::Store(format!(
+            "{e} (reading the keyspace metadata); run `cascade verify --dir {d}` to list \
+             every damaged record, then `cascade repair --dir {d}` to salvage the intact data",
+            d = cfg.dir.display()
+        ))
+    })?;
     let addr = resolve(&cfg.bind, cfg.port)?;
     let mut listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;

@@ -80,17 +80,37 @@ impl Store {
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
         };
         let (mut keys, mut expires) = (0i64, 0i64);
-        let it = store.db.iter_bounds(
+        let mut it = store.db.iter_bounds(
             Bound::Included(vec![NS_META]),
             Bound::Excluded(vec![NS_META + 1]),
         )?;
-        for kv in it {
-            let (_, v) = kv?;
+        while let Some(kv) = it.next() {
+            if it.failed() {
+                // The keyspace could not be enumerated: refuse, never miscount.
+                return Err(kv.err().map_or_else(
+                    || CmdError::Engine("ERR the keyspace could not be read".into()),
+                    Into::into,
+                ));
+            }
             keys += 1;
-            if Meta::decode(&v)?.expire_at.is_some() {
-                expires += 1;
+            // A key whose metadata fails verification still exists: it is counted,
+            // and reading it answers with the error (the rest of the keyspace serves).
+            match kv {
+                Ok((_, v)) => {
+                    if Meta::decode(&v)?.expire_at.is_some() {
+                        expires += 1;
+                    }
+                }
+                Err(e) if e.is_corruption() => {
+                    eprintln!(
+                        "warning: {e}; that key answers with this error until the store is \
+                         repaired (run `cascade verify` to list all damage)"
+                    );
+                }
+                Err(e) => return Err(e.into()),
             }
         }
+        drop(it);
         store.keys.store(keys, Ordering::Relaxed);
         store.expires.store(expires, Ordering::Relaxed);
         Ok(store)

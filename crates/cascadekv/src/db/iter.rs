@@ -10,7 +10,9 @@
 //! A batch asks every stage for at most `batch` keys beyond the last one handed out.
 //! A stage that stopped early reports where; keys up to the nearest such stop are
 //! complete in every stage, so only those are handed out and the next batch resumes
-//! there. The front (`next`) walks up from the range's start, the back (`next_back`)
+//! there. An entry whose value fails verification comes out as that entry's `Err`
+//! and iteration may go on past it; an error reading the stages themselves (a damaged
+//! table index, say) is the last item. The front (`next`) walks up from the range's start, the back (`next_back`)
 //! walks down from its end; each remembers the last key it yielded, and neither yields
 //! a key the other has already passed, so every key comes out exactly once.
 
@@ -35,13 +37,16 @@ pub struct DbIter<'a> {
     back: Side,
     /// Entries fetched per stage per refill.
     batch: usize,
+    /// The iteration ended early: a stage could not be read.
+    failed: bool,
 }
 
 /// One end of the iteration.
 #[derive(Default)]
 struct Side {
     /// Fetched, not yet yielded; in the order this side yields them.
-    buf: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// Fetched entries; an entry whose value could not be read holds its error.
+    buf: VecDeque<(Vec<u8>, Result<Vec<u8>>)>,
     /// Resume after this key (exclusive); `None` = from the range's own bound.
     resume: Option<Vec<u8>>,
     /// Last key yielded from this side.
@@ -73,7 +78,16 @@ impl<'a> DbIter<'a> {
             front: Side::default(),
             back: Side::default(),
             batch: BATCH,
+            failed: false,
         }
+    }
+
+    /// True when the iteration ended early because a stage could not be read (its
+    /// last item was that error), as opposed to one entry's value failing (that entry
+    /// was an `Err`, and the iteration went on).
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// Fetches at most `n` entries per stage per refill (short scans).
@@ -168,12 +182,16 @@ impl<'a> DbIter<'a> {
             if beyond {
                 break;
             }
+            // A value that fails verification is that entry's error; the entries
+            // around it are still handed out.
             let val = match v {
-                Value::Inline(b) => Some(b),
-                other => self.snap.engine.resolve(&k, other.as_value_ref())?,
+                Value::Inline(b) => Ok(Some(b)),
+                other => self.snap.engine.resolve(&k, other.as_value_ref()),
             };
-            if let Some(val) = val {
-                side.buf.push_back((k.into_vec(), val));
+            match val {
+                Ok(Some(val)) => side.buf.push_back((k.into_vec(), Ok(val))),
+                Ok(None) => {}
+                Err(e) => side.buf.push_back((k.into_vec(), Err(e))),
             }
         }
         Ok(())
@@ -205,12 +223,13 @@ impl<'a> DbIter<'a> {
                     return None;
                 }
                 side.last = Some(k.clone());
-                return Some(Ok((k, v)));
+                return Some(v.map(|v| (k, v)));
             }
             if side.done {
                 return None;
             }
             if let Err(e) = self.refill(dir) {
+                self.failed = true;
                 self.front.done = true;
                 self.back.done = true;
                 self.front.buf.clear();

@@ -59,6 +59,7 @@ impl fmt::Display for Structure {
 
 /// One damaged part of a store.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Finding {
     /// The structure.
     pub structure: Structure,
@@ -142,6 +143,7 @@ impl fmt::Display for Finding {
 
 /// What `cascade verify` found.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct VerifyReport {
     /// Every damaged part, in walk order.
     pub findings: Vec<Finding>,

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 
 /// What `cascade repair` did.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct RepairReport {
     /// Every damaged part (what was dropped).
     pub findings: Vec<Finding>,

@@ -41,6 +41,7 @@ pub(crate) struct Item<'a> {
 
 /// What the walk read.
 #[derive(Debug, Default, Clone, Copy)]
+#[non_exhaustive]
 pub struct WalkStats {
     /// Allocated chunks whose headers were read.
     pub chunks: u64,

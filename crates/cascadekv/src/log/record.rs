@@ -504,7 +504,9 @@ mod correction_tests {
     #[test]
     fn one_flipped_bit_anywhere_in_a_record_names_its_key() {
         for (klen, vlen, mark) in [(2usize, 600usize, false), (8, 8, true), (30, 1500, false)] {
-            let key: Vec<u8> = (0..klen).map(|i| b'a' + (i % 26) as u8).collect();
+            let key: Vec<u8> = (0..klen)
+                .map(|i| b"abcdefghijklmnopqrstuvwxyz"[i % 26])
+                .collect();
             let value = vec![b'x'; vlen];
             let rec = RecordIn {
                 kind: Kind::Put,
