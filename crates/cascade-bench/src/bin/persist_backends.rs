@@ -1,0 +1,331 @@
+//! How fast can a small write be made durable on this machine's block storage?
+//! (issue #12: choose the persistence backend for pool files on ordinary disks by
+//! measurement.)
+//!
+//! Each thread appends `--size`-byte records to its own 1 MiB region of one file and
+//! makes each durable before the next, the way a `Durability::Sync` writer does, with:
+//!
+//! * `msync`          — shared mapping; `msync(MS_SYNC)` of the page written (today's backend);
+//! * `mmap-fdatasync` — shared mapping; `fdatasync` of the whole file;
+//! * `pwrite-fdatasync` — `pwrite` of the record, then `fdatasync`;
+//! * `pwrite-msync`   — `pwrite` of the record (no page fault), then `msync` of its page
+//!   through the shared mapping (reads keep using the mapping);
+//! * `pwrite-dsync`   — `pwrite` on an `O_DSYNC` descriptor;
+//! * `odirect`        — `pwrite` of the 4 KiB block holding the record through
+//!   `O_DIRECT | O_DSYNC` (the block is rewritten as the record grows);
+//! * `group-fdatasync` — the record is written through the mapping, then a *group
+//!   commit*: the first thread to arrive persists with one `fdatasync` for everyone
+//!   who wrote before it started, the others wait for it (what horizontal batching
+//!   does for the whole engine);
+//! * `group-pwrite`   — the same group commit after a `pwrite` of the record.
+//!
+//! Usage: `persist_backends [--dir DIR] [--threads 1,2,8,32] [--ops N] [--size B]
+//! [--modes a,b]`; prints one Markdown row per mode and thread count: ops/s, p50, p99.
+
+#![deny(
+    clippy::unwrap_used,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc,
+    clippy::todo,
+    clippy::unimplemented,
+    clippy::dbg_macro
+)]
+#![warn(clippy::pedantic)]
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_precision_loss,
+    clippy::cast_sign_loss,
+    reason = "latency percentiles and rates of a benchmark"
+)]
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::time::Instant;
+
+const REGION: u64 = 1 << 20;
+const PAGE: usize = 4096;
+
+struct Args {
+    dir: PathBuf,
+    threads: Vec<usize>,
+    ops: usize,
+    size: usize,
+    modes: Vec<String>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        dir: PathBuf::from("./persist-bench"),
+        threads: vec![1, 2, 8, 32],
+        ops: 2000,
+        size: 128,
+        modes: [
+            "msync",
+            "mmap-fdatasync",
+            "pwrite-fdatasync",
+            "pwrite-msync",
+            "pwrite-dsync",
+            "odirect",
+            "group-fdatasync",
+            "group-pwrite",
+        ]
+        .map(String::from)
+        .to_vec(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v = it.next().ok_or(format!("{k} needs a value"))?;
+        match k.as_str() {
+            "--dir" => a.dir = PathBuf::from(v),
+            "--threads" => {
+                a.threads = v
+                    .split(',')
+                    .map(|t| t.parse().map_err(|e| format!("--threads: {e}")))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--ops" => a.ops = v.parse().map_err(|e| format!("--ops: {e}"))?,
+            "--size" => a.size = v.parse().map_err(|e| format!("--size: {e}"))?,
+            "--modes" => a.modes = v.split(',').map(String::from).collect(),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(a)
+}
+
+/// A shared mapping of the file (unmapped on drop).
+struct Map {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: each thread writes only its own region of the mapping.
+unsafe impl Send for Map {}
+// SAFETY: as above.
+unsafe impl Sync for Map {}
+
+impl Map {
+    fn new(f: &File, len: usize) -> Result<Map, String> {
+        // SAFETY: plain mmap call on a valid fd; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Map {
+            base: p.cast(),
+            len,
+        })
+    }
+
+    fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: in bounds (checked); this thread owns the region (see `Sync`).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off), data.len()) };
+    }
+
+    fn msync(&self, off: usize, len: usize) -> std::io::Result<()> {
+        let start = off / PAGE * PAGE;
+        let end = (off + len).div_ceil(PAGE) * PAGE;
+        // SAFETY: page-aligned range inside the mapping.
+        let rc = unsafe { libc::msync(self.base.add(start).cast(), end - start, libc::MS_SYNC) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: the mapping came from mmap with this length.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// Group commit: a persist covers every write whose ticket was taken before it began.
+#[derive(Default)]
+struct Group {
+    state: Mutex<(u64, u64, bool)>, // (next ticket, durable up to, a persist is running)
+    cv: Condvar,
+}
+
+impl Group {
+    fn commit(&self, f: &File) -> std::io::Result<()> {
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        st.0 += 1;
+        let mine = st.0;
+        loop {
+            if st.1 >= mine {
+                return Ok(());
+            }
+            if !st.2 {
+                st.2 = true;
+                let upto = st.0;
+                drop(st);
+                let r = f.sync_data();
+                st = self
+                    .state
+                    .lock()
+                    .map_err(|_| std::io::Error::other("poisoned"))?;
+                st.2 = false;
+                st.1 = st.1.max(upto);
+                self.cv.notify_all();
+                r?;
+                continue;
+            }
+            st = self
+                .cv
+                .wait(st)
+                .map_err(|_| std::io::Error::other("poisoned"))?;
+        }
+    }
+}
+
+fn run(
+    dir: &Path,
+    mode: &str,
+    threads: usize,
+    ops: usize,
+    size: usize,
+) -> Result<(f64, Vec<u64>), String> {
+    let path = dir.join("persist.dat");
+    let _ = std::fs::remove_file(&path);
+    let len = REGION * threads as u64;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.set_len(len).map_err(|e| e.to_string())?;
+    // Allocate the blocks up front (a pool file is fallocated too).
+    f.write_all_at(&vec![0u8; len as usize], 0)
+        .map_err(|e| e.to_string())?;
+    f.sync_all().map_err(|e| e.to_string())?;
+    let map = Arc::new(Map::new(&f, len as usize)?);
+    let dsync = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DSYNC)
+        .open(&path)
+        .map_err(|e| e.to_string())?;
+    let direct = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
+        .open(&path)
+        .map_err(|e| e.to_string())?;
+    let files = Arc::new((f, dsync, direct, Group::default()));
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let mut handles = Vec::new();
+    for t in 0..threads {
+        let (map, files, barrier) = (map.clone(), files.clone(), barrier.clone());
+        let mode = mode.to_string();
+        handles.push(std::thread::spawn(move || -> Result<Vec<u64>, String> {
+            let base = t * REGION as usize;
+            let rec = vec![0xA5u8; size];
+            // A 4 KiB-aligned buffer for O_DIRECT.
+            let mut block = vec![0u8; 2 * PAGE];
+            let shift = block.as_ptr().align_offset(PAGE);
+            let mut lat = Vec::with_capacity(ops);
+            barrier.wait();
+            for i in 0..ops {
+                let off = base + (i * size) % (REGION as usize - size);
+                let t0 = Instant::now();
+                let (f, ds, dio, group) = (&files.0, &files.1, &files.2, &files.3);
+                let r = match mode.as_str() {
+                    "msync" => {
+                        map.write(off, &rec);
+                        map.msync(off, size)
+                    }
+                    "mmap-fdatasync" => {
+                        map.write(off, &rec);
+                        f.sync_data()
+                    }
+                    "pwrite-fdatasync" => f
+                        .write_all_at(&rec, off as u64)
+                        .and_then(|()| f.sync_data()),
+                    "pwrite-msync" => f
+                        .write_all_at(&rec, off as u64)
+                        .and_then(|()| map.msync(off, size)),
+                    "pwrite-dsync" => ds.write_all_at(&rec, off as u64),
+                    "odirect" => {
+                        let page = off / PAGE * PAGE;
+                        let buf = &mut block[shift..shift + PAGE];
+                        let at = off - page;
+                        let n = size.min(PAGE - at);
+                        buf[at..at + n].copy_from_slice(&rec[..n]);
+                        dio.write_all_at(buf, page as u64)
+                    }
+                    "group-fdatasync" => {
+                        map.write(off, &rec);
+                        group.commit(f)
+                    }
+                    "group-pwrite" => f
+                        .write_all_at(&rec, off as u64)
+                        .and_then(|()| group.commit(f)),
+                    other => return Err(format!("unknown mode {other}")),
+                };
+                r.map_err(|e| format!("{mode}: {e}"))?;
+                lat.push(t0.elapsed().as_nanos() as u64);
+            }
+            Ok(lat)
+        }));
+    }
+    barrier.wait();
+    let start = Instant::now();
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.join().map_err(|_| "thread panicked".to_string())??);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(map);
+    let _ = std::fs::remove_file(&path);
+    all.sort_unstable();
+    Ok(((threads * ops) as f64 / secs, all))
+}
+
+fn main() {
+    let a = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("persist_backends: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&a.dir) {
+        eprintln!("persist_backends: {}: {e}", a.dir.display());
+        std::process::exit(2);
+    }
+    println!("| mode | threads | durable writes/s | p50 µs | p99 µs |");
+    println!("|---|---|---|---|---|");
+    for mode in &a.modes {
+        for &t in &a.threads {
+            match run(&a.dir, mode, t, a.ops, a.size) {
+                Ok((rate, lat)) => {
+                    let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize] as f64 / 1000.0;
+                    println!(
+                        "| {mode} | {t} | {rate:.0} | {:.0} | {:.0} |",
+                        q(0.5),
+                        q(0.99)
+                    );
+                }
+                Err(e) => println!("| {mode} | {t} | error: {e} | | |"),
+            }
+        }
+    }
+}
