@@ -99,14 +99,25 @@ fn recovers_at_every_fence_of_log_cleaning() {
     run(Upkeep::Cleaning);
 }
 
+/// Synchronous writes batched across the writer threads (a leader appends both
+/// threads' records to its own log and fences once: FlatStore §3.3).
+#[test]
+fn recovers_at_every_fence_with_writes_batched_across_threads() {
+    run_with(Upkeep::None, 2);
+}
+
 fn run(upkeep: Upkeep) {
+    run_with(upkeep, 1);
+}
+
+fn run_with(upkeep: Upkeep, group: usize) {
     let stages = upkeep != Upkeep::None;
     let dev = Arc::new(SimDevice::new(4 << 20));
     let oracle = Arc::new(Mutex::new(Oracle::default()));
     let checked = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let check_dir = std::env::temp_dir().join(format!(
-        "ckv-simcrash-check-{}-{upkeep:?}",
+        "ckv-simcrash-check-{}-{upkeep:?}-{group}",
         std::process::id()
     ));
     {
@@ -139,9 +150,16 @@ fn run(upkeep: Upkeep) {
             }
         })));
     }
-    let dir = std::env::temp_dir().join(format!("ckv-simcrash-{}-{upkeep:?}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "ckv-simcrash-{}-{upkeep:?}-{group}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
-    let db = Arc::new(Db::open(&dir, opts(dev.clone())).expect("open"));
+    let writer_opts = Options {
+        sync_group_size: group,
+        ..opts(dev.clone())
+    };
+    let db = Arc::new(Db::open(&dir, writer_opts).expect("open"));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let (db, oracle) = (db.clone(), oracle.clone());

@@ -166,7 +166,12 @@ impl Engine {
     /// A fresh FastStore with the next generation number.
     pub(crate) fn new_faststore(&self) -> FastStore {
         let gen = self.next_generation.fetch_add(1, Ordering::AcqRel);
-        FastStore::new(&self.pool, gen, self.opts.log_slots)
+        FastStore::with_group(
+            &self.pool,
+            gen,
+            self.opts.log_slots,
+            self.opts.sync_group_size,
+        )
     }
 
     /// Freezes `old` (if still active) and installs a new active FastStore; `old`

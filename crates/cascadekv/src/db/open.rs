@@ -81,7 +81,12 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         .unwrap_or(0)
         + 1;
     let snaps = Snapshots::default();
-    let fs = Arc::new(FastStore::new(&pool, generation, opts.log_slots));
+    let fs = Arc::new(FastStore::with_group(
+        &pool,
+        generation,
+        opts.log_slots,
+        opts.sync_group_size,
+    ));
     let max_lsn = replay_all(&pool, &fs, &live, &opts, &mut info)?;
     info.logs = live.len() as u64;
     info.tables = state.all_lsts().count() as u64;

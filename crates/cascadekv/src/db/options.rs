@@ -53,6 +53,11 @@ pub struct Options {
     /// Live bytes one cleaning cycle may move at most (0, the default: 1/16 of the pool,
     /// at most 64 MiB).
     pub vlog_clean_batch_bytes: u64,
+    /// Horizontal batching of `Durability::Sync` writes (FlatStore §3.3): a writer
+    /// posts its records, a leader appends up to this many writers' records to its
+    /// own log and persists them once. 1 = each writer persists its own log (vertical
+    /// batching). Default 1 (chosen by measurement on block storage: docs/benchmarks.md).
+    pub sync_group_size: usize,
     /// Background scrubbing: re-read and verify every table block and separated value
     /// at most this many bytes per second, pass after pass (0, the default: off).
     /// Findings are counted in `Stats::scrub_errors`; nothing is changed.
@@ -110,6 +115,7 @@ impl Default for Options {
             vlog_dead_ratio: 0.5,
             vlog_clean_batch_bytes: 0,
             scrub_bytes_per_sec: 0,
+            sync_group_size: 1,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,

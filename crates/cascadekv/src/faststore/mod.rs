@@ -23,6 +23,7 @@
 //! an atomic set once by the switcher (`SeqCst`, ordered with the LSN draw).
 //! `recovered` (mutex) and `recovered_bytes` (atomic) are written at open only.
 
+mod group;
 pub(crate) mod ikey;
 pub(crate) mod index;
 pub(crate) mod lsn;
@@ -79,6 +80,8 @@ pub(crate) struct FastStore {
     recovered_log_bytes: AtomicU64,
     /// DRAM estimate of recovered entries (not attributed to a slot).
     recovered_bytes: AtomicUsize,
+    /// Horizontal batching of synchronous writes (`group.rs`; its own locks).
+    group: group::Group,
 }
 
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
@@ -100,8 +103,10 @@ pub(crate) fn thread_no() -> usize {
 }
 
 impl FastStore {
-    /// A new, empty generation with `slots` log slots on `pool`.
-    pub fn new(pool: &Arc<Pool>, generation: u64, slots: usize) -> Self {
+    /// A new, empty generation with `slots` log slots on `pool`, whose synchronous
+    /// writes are batched across threads in groups of at most `group` (1: each thread
+    /// persists its own log).
+    pub fn with_group(pool: &Arc<Pool>, generation: u64, slots: usize, group: usize) -> Self {
         let slots = (0..slots.max(1))
             .map(|_| {
                 Padded(Mutex::new(LogSlot {
@@ -121,6 +126,7 @@ impl FastStore {
             recovered: Mutex::new(Vec::new()),
             recovered_log_bytes: AtomicU64::new(0),
             recovered_bytes: AtomicUsize::new(0),
+            group: group::Group::new(group),
         }
     }
 

@@ -8,7 +8,9 @@
 //!    `SeqCst`): a write that lands here drew its LSNs before the switch, so every write
 //!    to a newer FastStore has a larger LSN for the same key;
 //! 4. append the records to the thread-exclusive log (a batch behind a `BatchHeader`),
-//!    and persist them if the write is synchronous;
+//!    and persist them if the write is synchronous — or, for a synchronous write with
+//!    `Options::sync_group_size` > 1, post them to the FastStore's group, whose leader
+//!    appends a whole group to its own log and persists it once (`group.rs`);
 //! 5. `PutValidate` each key into the index (the newest LSN wins whatever the arrival
 //!    order) and account the DRAM it took.
 //!
@@ -93,9 +95,22 @@ impl FastStore {
         } else {
             AllocClass::Writes
         };
-        let log_before = slot.writer.bytes_written();
-        let addrs = append(&mut slot, ops, lsns.as_slice(), batch, sync, class)?;
-        slot.unpublished_log += slot.writer.bytes_written() - log_before;
+        let addrs = if sync && self.group.enabled() {
+            // Horizontal batching (`group.rs`): a leader appends and persists it.
+            let mut b = LsnBuf::default();
+            for a in self
+                .group
+                .commit(&mut slot, ops, lsns.as_slice(), batch, class)?
+            {
+                b.push(a);
+            }
+            b
+        } else {
+            let log_before = slot.writer.bytes_written();
+            let a = append(&mut slot, ops, lsns.as_slice(), batch, sync, class)?;
+            slot.unpublished_log += slot.writer.bytes_written() - log_before;
+            a
+        };
         let before = slot.dram_bytes;
         for (((k, v), lsn), addr) in ops.iter().zip(lsns.as_slice()).zip(addrs.as_slice()) {
             let val = match v {
@@ -132,7 +147,7 @@ impl FastStore {
 }
 
 /// Appends the records of one write to the slot's log; returns their addresses.
-fn append(
+pub(super) fn append(
     slot: &mut LogSlot,
     ops: &[Op<'_>],
     lsns: &[u64],
@@ -179,7 +194,7 @@ fn append(
 /// A list of u64 that stays on the stack for single writes (no allocation on the hot
 /// path) and spills to the heap for batches.
 #[derive(Default)]
-struct LsnBuf {
+pub(super) struct LsnBuf {
     one: [u64; 1],
     len: usize,
     many: Vec<u64>,
@@ -198,7 +213,7 @@ impl LsnBuf {
         self.len += 1;
     }
 
-    fn as_slice(&self) -> &[u64] {
+    pub(super) fn as_slice(&self) -> &[u64] {
         if self.len <= 1 {
             &self.one[..self.len]
         } else {
