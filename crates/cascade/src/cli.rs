@@ -498,7 +498,12 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
             }
             reports.push(r);
         }
-        drop(engine);
+        if a.kill_at_end {
+            // Not closed: the SIGKILL below must find the store open (a crash).
+            std::mem::forget(engine);
+        } else {
+            drop(engine);
+        }
     }
     println!("{}", report::table(&reports));
     if let Some(path) = &a.json {
