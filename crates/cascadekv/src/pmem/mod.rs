@@ -5,6 +5,7 @@ pub(crate) mod alloc;
 pub(crate) mod chunk;
 pub(crate) mod persist;
 pub(crate) mod pool;
+mod rebuild;
 pub(crate) mod sim;
 
 pub use chunk::{ChunkHeader, ChunkKind, CHUNK_HEADER_LEN};

@@ -33,11 +33,11 @@ use crate::error::{Error, Result};
 
 /// Newest pool format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
-const MAGIC: &[u8; 8] = b"CASCADKV";
+pub(super) const MAGIC: &[u8; 8] = b"CASCADKV";
 /// The pool header's length, as its `header_len` field stores it.
 const HEADER_LEN_FIELD: u32 = 64;
-const HEADER_LEN: u64 = HEADER_LEN_FIELD as u64;
-const BITMAP_BASE: u64 = 4096;
+pub(super) const HEADER_LEN: u64 = HEADER_LEN_FIELD as u64;
+pub(super) const BITMAP_BASE: u64 = 4096;
 /// Smallest chunk size accepted.
 pub const MIN_CHUNK: u64 = 16 * 1024;
 /// Largest chunk size accepted (a log pad record must be able to span a chunk).
@@ -134,7 +134,7 @@ impl Pool {
                 match Self::load(map()?, path) {
                     Err(e) if *rebuild && e.is_corruption() => {
                         let mem = map()?;
-                        Self::rebuild(&mem, path)?;
+                        super::rebuild::rebuild(&mem, path)?;
                         Self::load(mem, path)
                     }
                     r => r,
@@ -220,20 +220,7 @@ impl Pool {
                 geo.pool_size
             )));
         }
-        let pool_id = pool_id_seed();
-        let mut h = [0u8; usize_from(HEADER_LEN)];
-        h[0..8].copy_from_slice(MAGIC);
-        put_u32(&mut h, 8, FORMAT_VERSION);
-        put_u32(&mut h, 12, HEADER_LEN_FIELD);
-        put_u64(&mut h, 16, chunk_count * geo.chunk_size);
-        put_u64(&mut h, 24, geo.chunk_size);
-        put_u64(&mut h, 32, chunk_count);
-        let reserved32 = u32::try_from(reserved)
-            .map_err(|_| Error::invalid("the pool's header region is too large"))?;
-        put_u32(&mut h, 40, reserved32);
-        put_u64(&mut h, 48, pool_id);
-        let crc = crc32c(&h[0..60]);
-        put_u32(&mut h, 60, crc);
+        let h = encode_header(chunk_count, geo.chunk_size, reserved)?;
         // Bitmap first, header last: a pool without a valid header is "not a store"
         // and gets formatted again, never half-trusted.
         mem.reserve(0, reserved * geo.chunk_size)?;
@@ -324,88 +311,6 @@ impl Pool {
             headroom: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
         })
-    }
-
-    /// Rewrites, in `mem` (a copy-on-write mapping), a damaged pool header and/or
-    /// both damaged bitmap copies from what the chunks say. The chunk size is the
-    /// largest power of two at whose multiples the most valid chunk headers sit; every
-    /// chunk with a valid header counts as allocated (freed chunks keep theirs, which
-    /// recovery then meets as stale logs, tables or manifests and ignores).
-    fn rebuild(mem: &Mem, path: &Path) -> Result<()> {
-        let len = mem.len();
-        let header_ok = Self::check_header(mem.read(0, HEADER_LEN)?);
-        let chunk_size = if let Some(cs) = header_ok {
-            cs
-        } else {
-            {
-                let mut best = (0u64, 0u64);
-                let mut cs = MIN_CHUNK;
-                while cs <= MAX_CHUNK && cs < len {
-                    let found = (1..len / cs)
-                        .filter(|k| {
-                            mem.read(k * cs, CHUNK_HEADER_LEN)
-                                .ok()
-                                .and_then(ChunkHeader::decode)
-                                .is_some()
-                        })
-                        .count() as u64;
-                    if found >= best.1 && found > 0 {
-                        best = (cs, found);
-                    }
-                    cs *= 2;
-                }
-                if best.1 == 0 {
-                    return Err(Error::corruption(
-                        path,
-                        0,
-                        "pool header damaged and no chunk header found to rebuild it from",
-                    ));
-                }
-                best.0
-            }
-        };
-        let chunk_count = len / chunk_size;
-        let bgeo = BitmapGeometry::new(BITMAP_BASE, chunk_count);
-        let reserved = bgeo.end().div_ceil(chunk_size);
-        if header_ok.is_none() {
-            let mut h = [0u8; usize_from(HEADER_LEN)];
-            h[0..8].copy_from_slice(MAGIC);
-            put_u32(&mut h, 8, FORMAT_VERSION);
-            put_u32(&mut h, 12, HEADER_LEN_FIELD);
-            put_u64(&mut h, 16, chunk_count * chunk_size);
-            put_u64(&mut h, 24, chunk_size);
-            put_u64(&mut h, 32, chunk_count);
-            put_u32(&mut h, 40, u32::try_from(reserved).unwrap_or(u32::MAX));
-            put_u64(&mut h, 48, pool_id_seed());
-            let crc = crc32c(&h[0..60]);
-            put_u32(&mut h, 60, crc);
-            mem.write(0, &h)?;
-        }
-        if Allocator::load(mem, bgeo, chunk_size, path).is_err() {
-            let mut runs = Vec::new();
-            let mut max_epoch = 0;
-            let mut c = reserved;
-            while c < chunk_count {
-                match ChunkHeader::decode(mem.read(c * chunk_size, CHUNK_HEADER_LEN)?) {
-                    Some(h) => {
-                        let span = u64::from(h.span).max(1);
-                        runs.push((c, span));
-                        max_epoch = max_epoch.max(h.epoch);
-                        c += span;
-                    }
-                    None => c += 1,
-                }
-            }
-            Allocator::rebuild(mem, bgeo, chunk_size, reserved, &runs, max_epoch)?;
-        }
-        Ok(())
-    }
-
-    /// The chunk size a pool header states, if the header is intact.
-    fn check_header(h: &[u8]) -> Option<u64> {
-        (h.get(0..8)? == MAGIC && get_u32(h, 60)? == crc32c(h.get(0..60)?))
-            .then(|| get_u64(h, 24))
-            .flatten()
     }
 
     /// The persistence seam.
@@ -612,6 +517,28 @@ fn validate_geometry(geo: PoolGeometry) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The 64-byte pool header for this geometry (a fresh pool id), checksummed.
+pub(super) fn encode_header(
+    chunk_count: u64,
+    chunk_size: u64,
+    reserved: u64,
+) -> Result<[u8; usize_from(HEADER_LEN)]> {
+    let mut h = [0u8; usize_from(HEADER_LEN)];
+    h[0..8].copy_from_slice(MAGIC);
+    put_u32(&mut h, 8, FORMAT_VERSION);
+    put_u32(&mut h, 12, HEADER_LEN_FIELD);
+    put_u64(&mut h, 16, chunk_count * chunk_size);
+    put_u64(&mut h, 24, chunk_size);
+    put_u64(&mut h, 32, chunk_count);
+    let reserved32 = u32::try_from(reserved)
+        .map_err(|_| Error::invalid("the pool's header region is too large"))?;
+    put_u32(&mut h, 40, reserved32);
+    put_u64(&mut h, 48, pool_id_seed());
+    let crc = crc32c(&h[0..60]);
+    put_u32(&mut h, 60, crc);
+    Ok(h)
 }
 
 fn pool_id_seed() -> u64 {
