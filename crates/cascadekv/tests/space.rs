@@ -228,3 +228,63 @@ fn a_full_pool_refuses_puts_keeps_reads_and_deletes_and_recovers() -> cascadekv:
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// A batch that runs out of pool part-way leaves its first records in the log; it fails,
+/// later writes go on, and the store still opens — with the batch wholly absent.
+#[test]
+fn a_batch_cut_by_a_full_pool_is_absent_and_the_store_reopens() -> cascadekv::Result<()> {
+    let dir = tmp("batchfull");
+    let opts = || Options {
+        pool_size: 8 << 20,
+        chunk_size: 256 << 10,
+        background: false,
+        ..Options::default()
+    };
+    let db = Db::open(&dir, opts())?;
+    let len = 2000usize;
+    let mut n = 0u32;
+    while db.put(&key(n), &val(n, 0, len)).is_ok() {
+        n += 1;
+        assert!(n < 50_000, "an 8 MiB pool took 100 MB");
+    }
+    // Batches of growing size: at least one must start in the current segment and fail
+    // when its next record needs a new one.
+    let mut failed = 0;
+    for size in 1..40u32 {
+        let mut b = cascadekv::WriteBatch::default();
+        for j in 0..size {
+            b.put(key(2_000_000 + size * 100 + j), val(j, 1, len));
+        }
+        if db.write(&b).is_err() {
+            failed += 1;
+        }
+    }
+    assert!(failed > 0, "no batch hit the full pool");
+    // Later writes of the same thread land after the cut batch (deletes may use the
+    // pool's headroom).
+    for i in 0..20 {
+        db.delete(&key(i))?;
+    }
+    drop(db);
+    let db = Db::open(&dir, opts())?;
+    for i in 0..20 {
+        assert_eq!(db.get(&key(i))?, None, "delete of key {i} lost");
+    }
+    assert_eq!(db.get(&key(20))?, Some(val(20, 0, len)));
+    // A failed batch is absent as a whole; a successful one is wholly there.
+    for size in 1..40u32 {
+        let got: Vec<bool> = (0..size)
+            .map(|j| {
+                db.get(&key(2_000_000 + size * 100 + j))
+                    .map(|v| v.is_some())
+            })
+            .collect::<cascadekv::Result<_>>()?;
+        assert!(
+            got.iter().all(|g| *g) || got.iter().all(|g| !*g),
+            "batch of {size} partly applied: {got:?}"
+        );
+    }
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -339,9 +339,12 @@ fn replay_with<'p>(
                 Kind::Pad => {}
                 Kind::End => break,
                 Kind::BatchHeader => {
-                    if pending.is_some() {
-                        let e = Error::corruption(pool.path(), addr, "batch inside a batch");
-                        damaged(&mut sink, &mut pending, addr, e, rest)?;
+                    // An unfinished batch before a new one is a batch whose write failed
+                    // part-way (its next segment could not be allocated): it was never
+                    // acknowledged, so it is dropped like a torn one. Every record carries
+                    // its own checksum, so damage cannot produce this shape.
+                    if let Some((_, recs)) = pending.take() {
+                        end.torn_batch_records += recs.len() as u64;
                     }
                     pending = Some((batch_count(&rec), Vec::new()));
                 }
@@ -360,12 +363,17 @@ fn replay_with<'p>(
                         f(&rec, addr)?;
                         end.records += 1;
                     }
+                    Some((_, recs)) if !rec.in_batch => {
+                        // A failed batch write followed by a later plain write (see
+                        // `BatchHeader` above): drop the unfinished batch.
+                        end.torn_batch_records += recs.len() as u64;
+                        pending = None;
+                        f(&rec, addr)?;
+                        end.records += 1;
+                    }
                     _ => {
-                        let e = Error::corruption(
-                            pool.path(),
-                            addr,
-                            "batch record outside its batch (or plain record inside one)",
-                        );
+                        let e =
+                            Error::corruption(pool.path(), addr, "batch record outside its batch");
                         damaged(&mut sink, &mut pending, addr, e, rest)?;
                     }
                 },

@@ -304,3 +304,47 @@ fn a_torn_log_sealed_by_recovery_reports_later_damage() {
         }
     }
 }
+
+/// A batch whose write failed part-way (no segment for its next record) leaves its
+/// header and first records in the log; the writer goes on with later writes. Replay
+/// drops the unfinished batch — it was never acknowledged — and keeps the rest, even in
+/// a sealed log.
+#[test]
+fn an_unfinished_batch_followed_by_later_writes_is_dropped() {
+    let dev = Arc::new(SimDevice::new(2 << 20));
+    let pool = Arc::new(pool_on(dev.clone()));
+    let mut w = LogWriter::new(pool.clone(), 1);
+    let mut put = |kind: Kind, lsn: u64, in_batch: bool, key: &[u8], value: &[u8]| {
+        w.append(
+            &RecordIn {
+                kind,
+                lsn,
+                in_batch,
+                key,
+                value,
+            },
+            AllocClass::Upkeep,
+        )
+        .unwrap_or_else(|e| panic!("append: {e}"));
+    };
+    put(Kind::BatchHeader, 0, false, b"", &3u32.to_le_bytes());
+    put(Kind::Put, 1, true, b"a", b"1"); // then the write failed
+    put(Kind::Put, 2, false, b"b", b"2"); // a later plain write
+    put(Kind::BatchHeader, 0, false, b"", &3u32.to_le_bytes());
+    put(Kind::Put, 3, true, b"c", b"3"); // failed again, before another batch
+    put(Kind::BatchHeader, 0, false, b"", &2u32.to_le_bytes());
+    put(Kind::Put, 4, true, b"d", b"4");
+    put(Kind::Delete, 5, true, b"e", b"");
+    w.seal().unwrap_or_else(|e| panic!("seal: {e}"));
+    let img = dev.crash_image(CrashMode::DropAll);
+    let pool = reopen(img);
+    let d = log::discover(&pool).unwrap_or_else(|e| panic!("discover: {e}"));
+    let mut lsns = Vec::new();
+    let end = log::replay(&pool, &d.logs[0], |r, _| {
+        lsns.push(r.lsn);
+        Ok(())
+    })
+    .unwrap_or_else(|e| panic!("replay: {e}"));
+    assert_eq!(lsns, vec![2, 4, 5]);
+    assert_eq!(end.torn_batch_records, 2);
+}
