@@ -348,6 +348,32 @@ impl Mem {
         Ok(())
     }
 
+    /// Returns the backing blocks of `[off, off+len)` to the file system (a hole reads
+    /// as zeros). Only for bytes nobody reads or writes any more (freed chunks). File
+    /// backends only; a file system that cannot punch holes keeps the blocks, which is
+    /// harmless, so this never fails.
+    pub fn discard(&self, off: u64, len: u64) {
+        let Some(f) = &self.file else {
+            return;
+        };
+        if self.check(off, len).is_err() {
+            return;
+        }
+        let (Ok(o), Ok(l)) = (libc::off_t::try_from(off), libc::off_t::try_from(len)) else {
+            return;
+        };
+        // SAFETY: plain syscall on a valid fd with an in-range byte range; punching a
+        // hole in a range no thread touches only drops pages the mapping no longer uses.
+        let _ = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                o,
+                l,
+            )
+        };
+    }
+
     /// Writes, writes back and fences `data` at `off` in one call.
     pub fn persist(&self, off: u64, data: &[u8]) -> Result<()> {
         self.write(off, data)?;
