@@ -20,7 +20,10 @@
 //! * `group-pwrite`   — the same group commit after a `pwrite` of the record.
 //!
 //! Usage: `persist_backends [--dir DIR] [--threads 1,2,8,32] [--ops N] [--size B]
-//! [--modes a,b]`; prints one Markdown row per mode and thread count: ops/s, p50, p99.
+//! [--modes a,b] [--prealloc written|fallocate]`; prints one Markdown row per mode and
+//! thread count: ops/s, p50, p99. `--prealloc` says how the file's blocks are set up
+//! first: written with zeros (default) or only allocated (`posix_fallocate`, as the
+//! engine's pool chunks are).
 
 #![deny(
     clippy::unwrap_used,
@@ -54,6 +57,9 @@ struct Args {
     ops: usize,
     size: usize,
     modes: Vec<String>,
+    /// `written` (zeros written first: every block written) or `fallocate`
+    /// (allocated, never written — what the engine's pool chunks are).
+    prealloc: String,
 }
 
 fn parse() -> Result<Args, String> {
@@ -74,6 +80,7 @@ fn parse() -> Result<Args, String> {
         ]
         .map(String::from)
         .to_vec(),
+        prealloc: "written".into(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -89,6 +96,7 @@ fn parse() -> Result<Args, String> {
             "--ops" => a.ops = v.parse().map_err(|e| format!("--ops: {e}"))?,
             "--size" => a.size = v.parse().map_err(|e| format!("--size: {e}"))?,
             "--modes" => a.modes = v.split(',').map(String::from).collect(),
+            "--prealloc" => a.prealloc = v,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -196,12 +204,32 @@ impl Group {
     }
 }
 
+/// Allocates the file's blocks up front: written with zeros, or only allocated.
+fn allocate(f: &File, len: u64, how: &str) -> Result<(), String> {
+    if how == "fallocate" {
+        let l = libc::off_t::try_from(len).map_err(|e| e.to_string())?;
+        // SAFETY: plain syscall on a valid fd.
+        let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, l) };
+        if rc != 0 {
+            return Err(format!(
+                "posix_fallocate: {}",
+                std::io::Error::from_raw_os_error(rc)
+            ));
+        }
+        Ok(())
+    } else {
+        f.write_all_at(&vec![0u8; len as usize], 0)
+            .map_err(|e| e.to_string())
+    }
+}
+
 fn run(
     dir: &Path,
     mode: &str,
     threads: usize,
     ops: usize,
     size: usize,
+    prealloc: &str,
 ) -> Result<(f64, Vec<u64>), String> {
     let path = dir.join("persist.dat");
     let _ = std::fs::remove_file(&path);
@@ -214,9 +242,7 @@ fn run(
         .open(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     f.set_len(len).map_err(|e| e.to_string())?;
-    // Allocate the blocks up front (a pool file is fallocated too).
-    f.write_all_at(&vec![0u8; len as usize], 0)
-        .map_err(|e| e.to_string())?;
+    allocate(&f, len, prealloc)?;
     f.sync_all().map_err(|e| e.to_string())?;
     let map = Arc::new(Map::new(&f, len as usize)?);
     let dsync = OpenOptions::new()
@@ -315,7 +341,7 @@ fn main() {
     println!("|---|---|---|---|---|");
     for mode in &a.modes {
         for &t in &a.threads {
-            match run(&a.dir, mode, t, a.ops, a.size) {
+            match run(&a.dir, mode, t, a.ops, a.size, &a.prealloc) {
                 Ok((rate, lat)) => {
                     let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize] as f64 / 1000.0;
                     println!(
