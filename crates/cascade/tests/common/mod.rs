@@ -99,7 +99,12 @@ impl Server {
                 break;
             }
         }
-        assert!(port != 0, "server did not report its port");
+        if port == 0 {
+            // Never leave a server running behind a failed test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server did not report its port within 60 s");
+        }
         Ok(Server {
             child: Some(child),
             port,
