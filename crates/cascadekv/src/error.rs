@@ -92,6 +92,14 @@ impl Error {
         }
     }
 
+    /// The file offset a corruption error names (0 for other errors).
+    pub(crate) fn offset(&self) -> u64 {
+        match self {
+            Error::Corruption { offset, .. } | Error::ChecksumMismatch { offset, .. } => *offset,
+            _ => 0,
+        }
+    }
+
     /// True for the two variants that mean "persistent bytes are damaged".
     #[must_use]
     pub fn is_corruption(&self) -> bool {

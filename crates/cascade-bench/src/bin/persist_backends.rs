@@ -96,7 +96,8 @@ fn parse() -> Result<Args, String> {
             "--ops" => a.ops = v.parse().map_err(|e| format!("--ops: {e}"))?,
             "--size" => a.size = v.parse().map_err(|e| format!("--size: {e}"))?,
             "--modes" => a.modes = v.split(',').map(String::from).collect(),
-            "--prealloc" => a.prealloc = v,
+            "--prealloc" if v == "written" || v == "fallocate" => a.prealloc = v,
+            "--prealloc" => return Err(format!("--prealloc {v}: use written or fallocate")),
             other => return Err(format!("unknown argument {other}")),
         }
     }

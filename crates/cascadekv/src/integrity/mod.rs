@@ -20,8 +20,8 @@ use crate::db::{Db, Options};
 use crate::error::{Error, Result};
 
 pub use repair::{render as render_repair, repair, RepairReport};
+use walk::Rank;
 pub use walk::WalkStats;
-use walk::{offset_of, Rank};
 
 /// Which on-media structure a finding is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +84,7 @@ impl Finding {
     fn from_error(structure: Structure, e: &Error, key: Option<Vec<u8>>) -> Finding {
         Finding {
             structure,
-            offset: offset_of(e),
+            offset: e.offset(),
             key,
             until: None,
             detail: e.to_string(),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::{Finding, Structure};
 use crate::db::recovery::{load_tables, value_candidates};
 use crate::db::Options;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::log::{self, Kind, LogInfo};
 use crate::manifest;
 use crate::pmem::Pool;
@@ -262,13 +262,5 @@ fn walk_table(
     for mut f in bad_values {
         f.rank = rank;
         finding(f);
-    }
-}
-
-/// The error's file offset (0 when it names none).
-pub(crate) fn offset_of(e: &Error) -> u64 {
-    match e {
-        Error::Corruption { offset, .. } | Error::ChecksumMismatch { offset, .. } => *offset,
-        _ => 0,
     }
 }

@@ -252,7 +252,7 @@ fn replay_with<'p>(
     if let Err(e) = check_chain(pool, log) {
         match sink.as_mut() {
             Some(s) => s(Damage {
-                addr: e_offset(&e),
+                addr: e.offset(),
                 error: e,
                 key: None,
                 key_certain: false,
@@ -384,14 +384,6 @@ fn replay_with<'p>(
         end.torn_batch_records = recs.len() as u64;
     }
     Ok(end)
-}
-
-/// The offset an error names (0 when it names none).
-fn e_offset(e: &Error) -> u64 {
-    match e {
-        Error::Corruption { offset, .. } | Error::ChecksumMismatch { offset, .. } => *offset,
-        _ => 0,
-    }
 }
 
 /// The next position after `bad` (at record alignment) holding a valid record.

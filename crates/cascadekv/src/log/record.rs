@@ -252,6 +252,14 @@ fn decode_seal(
     })
 }
 
+/// `(key_len, value_len)` from the 40-bit lengths field at offset 11 of a header.
+fn header_lens(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut b = [0u8; 8];
+    b[..5].copy_from_slice(buf.get(11..16)?);
+    let lens = u64::from_le_bytes(b);
+    Some((usize_from(lens & 0x1FFF), usize_from(lens >> 13)))
+}
+
 /// The key a record's header points at when the header's lengths are plausible — for
 /// naming the key of a damaged record. Unverified: the damage may be in the key.
 pub fn probable_key(buf: &[u8]) -> Option<&[u8]> {
@@ -265,9 +273,7 @@ pub fn probable_key(buf: &[u8]) -> Option<&[u8]> {
     ) {
         return None;
     }
-    let mut lens_b = [0u8; 8];
-    lens_b[..5].copy_from_slice(&buf[11..16]);
-    let key_len = usize_from(u64::from_le_bytes(lens_b) & 0x1FFF);
+    let (key_len, _) = header_lens(buf)?;
     let start = HEADER_LEN + if kf & FLAG_MARK != 0 { MARK_LEN } else { 0 };
     if key_len == 0 || key_len > MAX_KEY_LEN {
         return None;
@@ -286,10 +292,8 @@ const CORRECT_MAX: usize = 8 << 10;
 /// Used only to *name* what was lost (verify, repair); replay never corrects.
 #[must_use]
 pub fn correct_one_bit(buf: &[u8], epoch: u64) -> Option<Vec<u8>> {
-    let mut lens_b = [0u8; 8];
-    lens_b[..5].copy_from_slice(buf.get(11..16)?);
-    let lens = u64::from_le_bytes(lens_b);
-    let guess = encoded_len(usize_from(lens & 0x1FFF), usize_from(lens >> 13), true);
+    let (key_len, value_len) = header_lens(buf)?;
+    let guess = encoded_len(key_len, value_len, true);
     let span = usize_from(guess)
         .clamp(HEADER_LEN, CORRECT_MAX)
         .min(buf.len());
@@ -344,11 +348,7 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
     if kf & !(KIND_MASK | FLAG_MARK | FLAG_IN_BATCH) != 0 {
         return Err(Invalid::BadHeader);
     }
-    let mut lens_b = [0u8; 8];
-    lens_b[..5].copy_from_slice(&buf[11..16]);
-    let lens = u64::from_le_bytes(lens_b);
-    let key_len = (lens & 0x1FFF) as usize;
-    let value_len = (lens >> 13) as usize;
+    let (key_len, value_len) = header_lens(buf).ok_or(Invalid::Short)?;
     if key_len > MAX_KEY_LEN {
         return Err(Invalid::BadHeader);
     }

@@ -124,45 +124,31 @@ impl Mem {
     /// when the kernel or file system refuses it; `require_dax` turns that fallback into
     /// an error.
     pub fn map_file(file: File, len: u64, want_dax: bool, require_dax: bool) -> Result<Self> {
-        let size =
-            usize::try_from(len).map_err(|_| Error::invalid("pool larger than address space"))?;
+        let size = map_size(len)?;
         let fd = file.as_raw_fd();
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
-        let mut backend = Backend::Msync;
-        let mut ptr = libc::MAP_FAILED;
+        let mut mapped = None;
         if want_dax {
-            // SAFETY: plain mmap call on a valid fd; the result is checked below.
-            ptr = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    size,
-                    prot,
-                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
-                    fd,
-                    0,
-                )
-            };
-            if ptr != libc::MAP_FAILED {
-                backend = Backend::Dax;
-            } else if require_dax {
+            mapped = mmap(fd, size, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC);
+            if mapped.is_none() && require_dax {
                 return Err(Error::io(
                     "mapping the pool with MAP_SYNC (DAX was required)",
                     std::io::Error::last_os_error(),
                 ));
             }
         }
-        if ptr == libc::MAP_FAILED {
-            // SAFETY: as above.
-            ptr = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, libc::MAP_SHARED, fd, 0) };
-            if ptr == libc::MAP_FAILED {
-                return Err(Error::io(
-                    "mapping the pool file",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-        }
+        let backend = if mapped.is_some() {
+            Backend::Dax
+        } else {
+            Backend::Msync
+        };
+        let ptr = match mapped {
+            Some(p) => p,
+            None => mmap(fd, size, libc::MAP_SHARED).ok_or_else(|| {
+                Error::io("mapping the pool file", std::io::Error::last_os_error())
+            })?,
+        };
         Ok(Mem {
-            base: ptr.cast::<u8>(),
+            base: ptr,
             len,
             backend,
             insn: detect_flush_insn(),
@@ -174,27 +160,14 @@ impl Mem {
     /// Maps `file` (opened read-only, `len` bytes) private and copy-on-write: writes
     /// land in anonymous pages of this process, the file never changes.
     pub fn map_private(file: &File, len: u64) -> Result<Self> {
-        let size =
-            usize::try_from(len).map_err(|_| Error::invalid("pool larger than address space"))?;
-        // SAFETY: plain mmap call on a valid fd; the result is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
+        let ptr = mmap(file.as_raw_fd(), map_size(len)?, libc::MAP_PRIVATE).ok_or_else(|| {
+            Error::io(
                 "mapping the pool file copy-on-write",
                 std::io::Error::last_os_error(),
-            ));
-        }
+            )
+        })?;
         Ok(Mem {
-            base: ptr.cast::<u8>(),
+            base: ptr,
             len,
             backend: Backend::Private,
             insn: FlushInsn::Clflush,
@@ -414,6 +387,28 @@ impl Drop for Mem {
             }
         }
     }
+}
+
+/// `len` as a mapping length.
+fn map_size(len: u64) -> Result<usize> {
+    usize::try_from(len).map_err(|_| Error::invalid("pool larger than address space"))
+}
+
+/// Maps `size` bytes of `fd` read-write with `flags`; `None` if the kernel refuses
+/// (the reason is in `errno`).
+fn mmap(fd: std::os::fd::RawFd, size: usize, flags: libc::c_int) -> Option<*mut u8> {
+    // SAFETY: plain mmap call on a caller-owned fd; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then(|| p.cast::<u8>())
 }
 
 #[cfg(target_arch = "x86_64")]
