@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Durable writes on the real disk (issue #12): `cascade bench --durability sync` for
-# cascade (each thread persists its own log), cascade-hb (synchronous writes batched
-# across threads, FlatStore §3.3) and RocksDB (`sync=true`, group-committed WAL), in one
+# cascade (synchronous writes batched across threads, FlatStore §3.3), cascade-vb (each
+# thread persists its own log) and RocksDB (`sync=true`, group-committed WAL), in one
 # run per setting: fillrandom with 100 B values and YCSB A with 1 KB values at 1, 2, 8
 # and 32 threads; then what one durable small write costs per persistence method
 # (`persist_backends`). Prints Markdown tables; not part of CI.
@@ -18,7 +18,7 @@ cargo build --release -p cascade-bench --bin persist_backends >/dev/null
 BIN=./target/release/cascade
 DISK=${BENCH_DISK_DIR:-$PWD/target/bench-sync}
 mkdir -p "$DISK"
-E=cascade,cascade-hb,rocksdb
+E=cascade,cascade-vb,rocksdb
 for t in 1 2 8 32; do
   n=$((t * 3000 / SCALE)); [ "$n" -gt 60000 ] && n=60000
   echo "#### fillrandom 100 B, sync, $t threads"

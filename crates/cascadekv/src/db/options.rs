@@ -55,8 +55,10 @@ pub struct Options {
     pub vlog_clean_batch_bytes: u64,
     /// Horizontal batching of `Durability::Sync` writes (FlatStore §3.3): a writer
     /// posts its records, a leader appends up to this many writers' records to its
-    /// own log and persists them once. 1 = each writer persists its own log (vertical
-    /// batching). Default 1 (chosen by measurement on block storage: docs/benchmarks.md).
+    /// own log and persists them once; at most two groups persist at a time. 1 = each
+    /// writer persists its own log (vertical batching). Default 32: on block storage it
+    /// measured 1.0× per-thread persists at 1–2 threads and 1.1–1.9× at 8–32
+    /// (docs/benchmarks.md, 2026-11-25).
     pub sync_group_size: usize,
     /// Background scrubbing: re-read and verify every table block and separated value
     /// at most this many bytes per second, pass after pass (0, the default: off).
@@ -115,7 +117,7 @@ impl Default for Options {
             vlog_dead_ratio: 0.5,
             vlog_clean_batch_bytes: 0,
             scrub_bytes_per_sec: 0,
-            sync_group_size: 1,
+            sync_group_size: 32,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,
