@@ -209,6 +209,18 @@ impl Engine {
 
     /// Persists and seals every FastStore log (a clean close; nothing is appended
     /// afterwards): replay then reports any damaged record in them as corruption.
+    /// At a clean close, after the logs are sealed: a checkpoint of the FastStore
+    /// index for the next open (`faststore/checkpoint.rs`). Only when one FastStore
+    /// holds everything unflushed (an immutable one still waiting for its flush would
+    /// need merging; the next open then replays).
+    pub(crate) fn write_checkpoint(&self) -> Result<bool> {
+        let stages = self.stages.load();
+        if !stages.immutable.is_empty() {
+            return Ok(false);
+        }
+        crate::faststore::checkpoint::write(&self.pool, &stages.active, self.lsns.max_issued())
+    }
+
     pub(crate) fn seal_all_logs(&self) -> Result<()> {
         let stages = self.stages.load();
         for fs in stages.fast() {

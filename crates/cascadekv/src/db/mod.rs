@@ -66,6 +66,9 @@ pub struct RecoveryInfo {
     pub tables: u64,
     /// Wall time of the log replay.
     pub replay_micros: u64,
+    /// The FastStore index was loaded from the checkpoint of a clean close instead of
+    /// replaying the logs (`records` then counts the entries loaded).
+    pub from_checkpoint: bool,
 }
 
 /// A CascadeKV database.
@@ -373,6 +376,9 @@ impl Db {
         // Writers check `closed` under their slot lock, so nothing is appended after
         // this: every log ends in a seal, the durable evidence replay checks against.
         e.seal_all_logs()?;
+        if e.opts.checkpoint_at_close {
+            e.write_checkpoint()?;
+        }
         e.pool.mem().sync_all()?;
         e.pool.allocator().set_clean(e.pool.mem(), true)
     }

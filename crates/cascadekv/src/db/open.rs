@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use super::background::Signal;
 use super::engine::{Counters, Engine};
 use super::load::LoadTracker;
-use super::recovery::{load_tables, release_unreferenced, replay_all, value_candidates};
+use super::recovery::{load_tables, release_unreferenced, restore_faststore, value_candidates};
 use super::{Options, RecoveryInfo};
 use crate::epoch::Snapshots;
 use crate::error::{Error, Result};
@@ -87,7 +87,7 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         opts.log_slots,
         opts.sync_group_size,
     ));
-    let max_lsn = replay_all(&pool, &fs, &live, &opts, &mut info)?;
+    let max_lsn = restore_faststore(&pool, &fs, &disc.checkpoints, &live, &opts, &mut info)?;
     info.logs = live.len() as u64;
     info.tables = state.all_lsts().count() as u64;
     let topts = TableOptions {

@@ -81,6 +81,11 @@ pub struct Options {
     pub dax: Option<bool>,
     /// Threads used to replay logs at open (default: available parallelism).
     pub recovery_threads: usize,
+    /// Write a checkpoint of the FastStore index at a clean close and load it at the
+    /// next open instead of replaying the logs (FlatStore §3.5; default true). After a
+    /// crash, or when the checkpoint is damaged or does not match the logs, open
+    /// replays as without it.
+    pub checkpoint_at_close: bool,
     /// Use a simulated device instead of the pool file (crash tests).
     pub sim_device: Option<Arc<SimDevice>>,
     /// LST block size in bytes: a power of two, 256–4096 (default 512, FluidKV §4.3;
@@ -126,6 +131,7 @@ impl Default for Options {
             dax: None,
             recovery_threads: std::thread::available_parallelism()
                 .map_or(2, std::num::NonZero::get),
+            checkpoint_at_close: true,
             sim_device: None,
             block_size: 512,
             table_max_bytes: 256 << 10,

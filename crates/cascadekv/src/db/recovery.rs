@@ -20,11 +20,11 @@ use super::{Options, RecoveryInfo};
 use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
 use crate::faststore::ikey::IKey;
-use crate::faststore::{entry_dram, FastStore, Val, Version};
+use crate::faststore::{checkpoint, entry_dram, FastStore, Val, Version};
 use crate::log::record::value_len;
 use crate::log::{self, Discovery, Kind, LogInfo, TornTail};
 use crate::manifest::ManifestState;
-use crate::pmem::{ChunkKind, Pool, CHUNK_HEADER_LEN};
+use crate::pmem::{ChunkHeader, ChunkKind, Pool, CHUNK_HEADER_LEN};
 use crate::stablestore::StableStore;
 use crate::table::{Lst, LstMeta, TableChunk, TableSet};
 use crate::value::ValuePtr;
@@ -210,11 +210,44 @@ pub(super) fn release_unreferenced(
     Ok(())
 }
 
+/// Fills `fs` with what the `live` logs hold: after a clean close from the checkpoint
+/// that stands for them (`faststore/checkpoint.rs`, FlatStore §3.5), otherwise — or if
+/// it does not check out — by replaying them ([`replay_all`]). Checkpoint chunks are
+/// freed either way, before anything is written. Returns the largest LSN.
+pub(super) fn restore_faststore(
+    pool: &Arc<Pool>,
+    fs: &Arc<FastStore>,
+    checkpoints: &[(ChunkHeader, u64)],
+    live: &[LogInfo],
+    opts: &Options,
+    info: &mut RecoveryInfo,
+) -> Result<u64> {
+    let live_segs: Vec<(u64, u64)> = live
+        .iter()
+        .flat_map(|l| l.segments.iter().map(|s| (s.chunk, s.span)))
+        .collect();
+    match checkpoint::take(pool, fs, checkpoints, info.clean_shutdown, &live_segs)? {
+        Ok(cp) => {
+            info.records = cp.entries;
+            info.from_checkpoint = true;
+            fs.add_recovered(
+                live_segs
+                    .iter()
+                    .map(|&(c, span)| Segment::new(pool.clone(), c, span, 1))
+                    .collect(),
+                usize_from(cp.dram),
+            );
+            Ok(cp.max_lsn)
+        }
+        Err(_) => replay_all(pool, fs, live, opts, info),
+    }
+}
+
 /// Replays every log into `fs`. Each thread reads its share of the logs (checksums
 /// verified) and sorts what it read by key, newest LSN first; the sorted runs are
 /// merged keeping the newest LSN per key — the same result as `put_validate` in LSN
 /// order — and the index is built bottom-up, which is far faster than random inserts.
-pub(super) fn replay_all(
+fn replay_all(
     pool: &Arc<Pool>,
     fs: &Arc<FastStore>,
     logs: &[LogInfo],

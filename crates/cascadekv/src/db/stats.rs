@@ -124,8 +124,10 @@ pub struct Stats {
     pub writes: u64,
     /// Whether the previous session closed cleanly.
     pub recovered_clean: bool,
-    /// Records replayed at open.
+    /// Records replayed at open (entries loaded, when from a checkpoint).
     pub recovered_records: u64,
+    /// The FastStore index came from the checkpoint of a clean close.
+    pub recovered_from_checkpoint: bool,
     /// Open (recovery) time, microseconds.
     pub recovery_micros: u64,
 }
@@ -200,6 +202,10 @@ impl Stats {
         r.push(("load_mode", self.load_mode.to_string()));
         r.push(("backend", self.backend.to_string()));
         r.push(("recovered_clean", self.recovered_clean.to_string()));
+        r.push((
+            "recovered_from_checkpoint",
+            self.recovered_from_checkpoint.to_string(),
+        ));
         r
     }
 
@@ -265,6 +271,7 @@ impl Db {
             writes,
             recovered_clean: e.recovery.clean_shutdown,
             recovered_records: e.recovery.records,
+            recovered_from_checkpoint: e.recovery.from_checkpoint,
             recovery_micros: e.recovery.replay_micros,
             scrub_passes: ld(&e.scrub.passes),
             scrub_tables: ld(&e.scrub.tables),

@@ -23,6 +23,7 @@
 //! an atomic set once by the switcher (`SeqCst`, ordered with the LSN draw).
 //! `recovered` (mutex) and `recovered_bytes` (atomic) are written at open only.
 
+pub(crate) mod checkpoint;
 mod group;
 pub(crate) mod ikey;
 pub(crate) mod index;

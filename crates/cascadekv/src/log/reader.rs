@@ -53,6 +53,8 @@ pub struct Discovery {
     pub manifests: Vec<LogInfo>,
     /// Allocated chunks of other kinds: (header, first chunk).
     pub others: Vec<(ChunkHeader, u64)>,
+    /// FastStore checkpoints: (header, first chunk).
+    pub checkpoints: Vec<(ChunkHeader, u64)>,
 }
 
 /// Walks every allocated chunk, recording epochs in the pool as it goes. An allocated
@@ -124,6 +126,7 @@ pub fn discover_with(pool: &Pool, mut sink: Option<&mut dyn FnMut(Damage)>) -> R
                 });
             }
             ChunkKind::Table | ChunkKind::Value => d.others.push((h, c)),
+            ChunkKind::Checkpoint => d.checkpoints.push((h, c)),
         }
         c += span;
     }

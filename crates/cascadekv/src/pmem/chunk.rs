@@ -30,6 +30,8 @@ pub enum ChunkKind {
     Manifest = 3,
     /// Values a log cleaning moved out of a victim segment (the value log, `vlog/`).
     Value = 4,
+    /// A FastStore checkpoint written at a clean close (`faststore/checkpoint.rs`).
+    Checkpoint = 5,
 }
 
 impl ChunkKind {
@@ -39,6 +41,7 @@ impl ChunkKind {
             2 => Some(ChunkKind::Table),
             3 => Some(ChunkKind::Manifest),
             4 => Some(ChunkKind::Value),
+            5 => Some(ChunkKind::Checkpoint),
             _ => None,
         }
     }
