@@ -275,6 +275,10 @@ struct BenchArgs {
     /// FastStore capacity before a switch (e.g. 64M).
     #[arg(long, default_value = "256M", value_parser = parse_size)]
     faststore_capacity: u64,
+    /// FastStore log bytes before a switch (0: automatic, 1/16 of the pool, at most
+    /// 256 MiB); raise it with --faststore-capacity to keep a large load in the FastStore.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    faststore_log_capacity: u64,
     /// Keep data in the FastStore under read-only load (measure FastStore reads).
     #[arg(long)]
     keep_faststore: bool,
@@ -439,6 +443,7 @@ fn bench_settings(
     let opts = Options {
         pool_size: a.pool_size,
         faststore_capacity: a.faststore_capacity,
+        faststore_log_capacity: a.faststore_log_capacity,
         flush_when_read_only: !a.keep_faststore,
         block_size: a.block_size,
         durability,
