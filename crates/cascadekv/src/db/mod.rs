@@ -377,7 +377,10 @@ impl Db {
         // this: every log ends in a seal, the durable evidence replay checks against.
         e.seal_all_logs()?;
         if e.opts.checkpoint_at_close {
-            e.write_checkpoint()?;
+            // Optional: if it cannot be written (no room, a full disk), the next open
+            // replays the logs. A half-written one fails its checksum there and is
+            // freed; a real I/O failure of the pool shows in the sync below.
+            let _ = e.write_checkpoint();
         }
         e.pool.mem().sync_all()?;
         e.pool.allocator().set_clean(e.pool.mem(), true)
