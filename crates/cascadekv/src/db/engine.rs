@@ -210,10 +210,12 @@ impl Engine {
     /// Persists and seals every FastStore log (a clean close; nothing is appended
     /// afterwards): replay then reports any damaged record in them as corruption.
     /// At a clean close, after the logs are sealed: a checkpoint of the FastStore
-    /// index for the next open (`faststore/checkpoint.rs`). Only when one FastStore
-    /// holds everything unflushed (an immutable one still waiting for its flush would
-    /// need merging; the next open then replays).
+    /// index for the next open (`faststore/checkpoint.rs`). An immutable FastStore
+    /// still waiting for its flush is flushed first (what the background thread would
+    /// have done next; it appends nothing to the sealed logs), so that the active one
+    /// holds everything unflushed.
     pub(crate) fn write_checkpoint(&self) -> Result<bool> {
+        while super::flush::flush_oldest(self)? {}
         let stages = self.stages.load();
         if !stages.immutable.is_empty() {
             return Ok(false);

@@ -186,9 +186,14 @@ impl LogWriter {
     /// Writes back and fences everything appended, unless all that was appended since
     /// the last fence is the mark that fence left.
     fn persist(&mut self) -> Result<()> {
+        self.persist_with(false)
+    }
+
+    /// [`Self::persist`]; with `all`, the mark a sync left is made durable too.
+    fn persist_with(&mut self, all: bool) -> Result<()> {
         let mem = self.pool.mem();
         if let Some(seg) = self.seg.as_mut() {
-            if seg.pos == seg.mark_end {
+            if seg.pos == seg.mark_end && !all {
                 return Ok(());
             }
             if seg.pos > seg.written_back {
@@ -218,7 +223,11 @@ impl LogWriter {
         reason = "a MARK is an offset inside one segment: at most 3 chunks of 64 MiB"
     )]
     pub fn seal(&mut self) -> Result<()> {
-        self.persist()?;
+        // Everything the seal will cover must be durable before the seal is written,
+        // the mark of the last sync included: written in the same fence as the seal, a
+        // crash could keep the seal and lose the mark, and the seal would then claim a
+        // hole (found by crash images at every fence of a clean close).
+        self.persist_with(true)?;
         let mem = self.pool.mem();
         let Some(seg) = self.seg.as_mut() else {
             return Ok(());
