@@ -256,7 +256,11 @@ fn child_main(root: &Path) -> Result<(), String> {
         sync_group_size: group,
         ..options()
     };
-    let db = Db::open(root.join("store"), opts).map_err(|e| format!("open: {e}"))?;
+    // Seeds 2 mod 3 close the store cleanly every few hundred writes and reopen it, so
+    // kills also land inside a clean close (seals, the FastStore checkpoint, the clean
+    // flag) and inside an open that loads a checkpoint.
+    let sessions = seed % 3 == 2;
+    let mut db = Db::open(root.join("store"), opts.clone()).map_err(|e| format!("open: {e}"))?;
     std::fs::write(
         root.join("opened"),
         format!(
@@ -266,18 +270,33 @@ fn child_main(root: &Path) -> Result<(), String> {
     )
     .map_err(|e| format!("creating marker: {e}"))?;
 
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let (db, oracle, batch_ids, next) = (&db, &oracle, &batch_ids, next.clone());
-            s.spawn(move || {
-                let Err(e) = writer(db, oracle, t, next, batch_ids, seed) else {
-                    return;
-                };
-                eprintln!("CHILD FAILURE (thread {t}): {e}");
-                std::process::exit(2);
-            });
-        }
-    });
+    let mut nexts: Vec<Vec<u64>> = (0..THREADS).map(|_| next.clone()).collect();
+    for session in 0u64.. {
+        let limit = sessions.then(|| 100 + splitmix(seed ^ session) % 400);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = nexts
+                .iter_mut()
+                .enumerate()
+                .map(|(t, next)| {
+                    let (db, oracle, batch_ids) = (&db, &oracle, &batch_ids);
+                    let t = u32::try_from(t).unwrap_or(0);
+                    s.spawn(move || {
+                        let Err(e) = writer(db, oracle, t, next, batch_ids, seed, limit) else {
+                            return;
+                        };
+                        eprintln!("CHILD FAILURE (thread {t}): {e}");
+                        std::process::exit(2);
+                    })
+                })
+                .collect();
+            for h in handles {
+                let _ = h.join();
+            }
+        });
+        db.close().map_err(|e| format!("close: {e}"))?;
+        drop(db);
+        db = Db::open(root.join("store"), opts.clone()).map_err(|e| format!("reopen: {e}"))?;
+    }
     Ok(())
 }
 
@@ -292,18 +311,22 @@ fn append(oracle: &File, buf: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("appending to oracle: {e}"))
 }
 
+/// Writes until killed, or `limit` writes when given (a session of the child).
 fn writer(
     db: &Db,
     oracle: &File,
     t: u32,
-    mut next: Vec<u64>,
+    next: &mut [u64],
     batch_ids: &AtomicU64,
     seed: u64,
+    limit: Option<u64>,
 ) -> Result<(), String> {
-    let mut rng = StdRng::seed_from_u64(splitmix(seed ^ u64::from(t + 1)));
+    let mut rng = StdRng::seed_from_u64(splitmix(
+        seed ^ u64::from(t + 1) ^ next.iter().sum::<u64>().rotate_left(17),
+    ));
     let mut ops: Vec<Entry> = Vec::with_capacity(5);
     let mut buf: Vec<u8> = Vec::with_capacity(5 * ENTRY);
-    loop {
+    for _ in 0..limit.unwrap_or(u64::MAX) {
         ops.clear();
         let roll = rng.gen_range(0..100);
         let batch = roll < 20;
@@ -367,6 +390,7 @@ fn writer(
         }
         append(oracle, &buf)?;
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------
