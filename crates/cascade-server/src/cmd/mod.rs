@@ -47,6 +47,10 @@ pub(crate) mod sets;
 pub(crate) mod strings;
 pub(crate) mod strings2;
 pub(crate) mod unsupported;
+pub(crate) mod zpop;
+pub(crate) mod zrange;
+pub(crate) mod zselect;
+pub(crate) mod zsetops;
 pub(crate) mod zsets;
 
 #[cfg(test)]
@@ -275,6 +279,9 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
+    t.extend_from_slice(zrange::SPECS);
+    t.extend_from_slice(zpop::SPECS);
+    t.extend_from_slice(zsetops::SPECS);
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
     t.extend_from_slice(multi::SPECS);

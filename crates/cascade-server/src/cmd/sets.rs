@@ -285,9 +285,29 @@ fn scard(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 /// Up to `n` distinct random members of the set `key` with `card` members.
 fn sample(tx: &Tx<'_>, key: &[u8], card: u64, n: usize) -> CmdResult<Vec<Vec<u8>>> {
-    let prefix = sub_prefix(NS_SET, key);
+    Ok(sample_entries(tx, NS_SET, key, card, n)?
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect())
+}
+
+/// Up to `n` distinct random elements (element, stored value) of the collection `key`
+/// with `card` elements in namespace `ns`: uniform up to [`SAMPLE_ALL`] elements (or
+/// when `n` is at least half of them), else by random seeks (bounded, not uniform).
+pub(crate) fn sample_entries(
+    tx: &Tx<'_>,
+    ns: u8,
+    key: &[u8],
+    card: u64,
+    n: usize,
+) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    let prefix = sub_prefix(ns, key);
     if card <= SAMPLE_ALL || u64::try_from(n).unwrap_or(u64::MAX) * 2 >= card {
-        let mut all: Vec<Vec<u8>> = members(tx, key)?.into_iter().collect();
+        let mut all: Vec<(Vec<u8>, Vec<u8>)> = tx
+            .prefix_scan(&prefix, usize::MAX)?
+            .into_iter()
+            .map(|(mut k, v)| (k.split_off(prefix.len()), v))
+            .collect();
         // Partial Fisher-Yates: the first n are a uniform sample.
         let n = n.min(all.len());
         for i in 0..n {
@@ -297,7 +317,7 @@ fn sample(tx: &Tx<'_>, key: &[u8], card: u64, n: usize) -> CmdResult<Vec<Vec<u8>
         all.truncate(n);
         return Ok(all);
     }
-    let mut picked = BTreeSet::new();
+    let mut picked = std::collections::BTreeMap::new();
     let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let mut tries = 0;
     while picked.len() < n && tries < n * 8 + 16 {
@@ -315,8 +335,8 @@ fn sample(tx: &Tx<'_>, key: &[u8], card: u64, n: usize) -> CmdResult<Vec<Vec<u8>
                 .next()
                 .transpose()?,
         };
-        if let Some((k, _)) = first {
-            picked.insert(k[prefix.len()..].to_vec());
+        if let Some((k, v)) = first {
+            picked.insert(k[prefix.len()..].to_vec(), v);
         }
     }
     Ok(picked.into_iter().collect())
