@@ -275,6 +275,8 @@ pub(crate) struct Tx<'s> {
     touched: Vec<Vec<u8>>,
     /// Blocking commands may park the client (not inside MULTI/EXEC).
     may_block: bool,
+    /// This runs a parked blocking command again after one of its keys changed.
+    retry: bool,
 }
 
 impl<'s> Tx<'s> {
@@ -289,7 +291,20 @@ impl<'s> Tx<'s> {
             flushed: false,
             touched: Vec::new(),
             may_block: false,
+            retry: false,
         }
+    }
+
+    /// Marks this as the re-run of a parked blocking command.
+    pub(crate) fn set_retry(&mut self) {
+        self.retry = true;
+    }
+
+    /// True when a parked blocking command, run again, must pass over `key`: it now
+    /// holds another type than `ty` (Redis serves a blocked client only from a key of
+    /// the type it waits for; the first run answers `WRONGTYPE` instead).
+    pub(crate) fn skip_on_retry(&self, key: &[u8], ty: Type) -> CmdResult<bool> {
+        Ok(self.retry && self.meta(key)?.is_some_and(|m| m.ty != ty))
     }
 
     /// Lets blocking commands park the client.

@@ -92,7 +92,8 @@ struct Conn {
 /// A client waiting in a blocking command.
 struct Parked {
     cmd: Command,
-    keys: Vec<Vec<u8>>,
+    /// Its place in the queue of parked clients (`notify.rs`).
+    seq: u64,
     deadline: Option<Instant>,
 }
 
@@ -276,7 +277,7 @@ impl Worker {
     /// Drops a closed connection's registrations (parked, watched) and counts.
     fn release(&mut self, c: &mut Conn) {
         if let Some(p) = c.parked.take() {
-            self.shared.store.notify().unwait(c.client.id, &p.keys);
+            self.shared.store.notify().unwait(p.seq);
             self.shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
             self.parked -= 1;
         }
@@ -515,6 +516,13 @@ fn retry_parked(
     let Some(p) = c.parked.take() else {
         return;
     };
+    let notify = shared.store.notify();
+    let expired = p.deadline.is_some_and(|d| d <= Instant::now());
+    if !expired && !notify.may_retry(p.seq) {
+        // An earlier client parked on the same key goes first; we are woken after.
+        c.parked = Some(p);
+        return;
+    }
     let t = Instant::now();
     let mut ctx = Ctx {
         shared,
@@ -522,16 +530,19 @@ fn retry_parked(
         client: &mut c.client,
         out: &mut c.out,
     };
+    ctx.client.retrying = true;
     let ran = dispatch(&mut ctx, &p.cmd);
+    ctx.client.retrying = false;
     if ran.block.is_some() {
-        if p.deadline.is_some_and(|d| d <= Instant::now()) {
+        if expired || p.deadline.is_some_and(|d| d <= Instant::now()) {
             reply::nil_array(&mut c.out);
         } else {
+            notify.retried(p.seq);
             c.parked = Some(p);
             return;
         }
     }
-    shared.store.notify().unwait(c.client.id, &p.keys);
+    notify.unwait(p.seq);
     shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
     stats.record(ran.idx, ran.failed, t.elapsed());
     if ran
@@ -558,13 +569,13 @@ fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
         woken.lock().push(token);
         let _ = waker.wake();
     });
-    env.shared.store.notify().wait(c.client.id, &keys, &wake);
+    let seq = env.shared.store.notify().wait(&keys, &wake);
     env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
     // A push between the command's unlock and this registration: try once more.
     wake();
     c.parked = Some(Parked {
         cmd: cmd.clone(),
-        keys,
+        seq,
         deadline,
     });
 }

@@ -610,7 +610,7 @@ fn move_one(
     from_left: bool,
     to_left: bool,
 ) -> CmdResult<Option<Vec<u8>>> {
-    if tx.typed(src, Type::List)?.is_none() {
+    if tx.skip_on_retry(src, Type::List)? || tx.typed(src, Type::List)?.is_none() {
         return Ok(None);
     }
     tx.typed(dst, Type::List)?;
@@ -675,7 +675,7 @@ type Popped = (Vec<u8>, Vec<Vec<u8>>);
 /// Pops from the first non-empty list of `keys`: (key, elements), or `None`.
 fn mpop(tx: &mut Tx<'_>, keys: &[&[u8]], left: bool, count: u64) -> CmdResult<Option<Popped>> {
     for k in keys {
-        if tx.typed(k, Type::List)?.is_some() {
+        if !tx.skip_on_retry(k, Type::List)? && tx.typed(k, Type::List)?.is_some() {
             let vals = pop(tx, k, left, count)?;
             return Ok(Some((k.to_vec(), vals)));
         }

@@ -70,6 +70,10 @@ pub(crate) use args::{float_arg, int_arg, is, parse_i64};
 
 /// Per-connection state that commands read and change.
 #[derive(Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent connection states, as Redis's client flags"
+)]
 pub(crate) struct Client {
     /// Unique id (`CLIENT ID`).
     pub(crate) id: u64,
@@ -89,6 +93,8 @@ pub(crate) struct Client {
     pub(crate) watched: Vec<(Vec<u8>, bool)>,
     /// Set when a watched key changes (`notify.rs`).
     pub(crate) dirty: Arc<AtomicBool>,
+    /// The command now running is a parked blocking command run again.
+    pub(crate) retrying: bool,
 }
 
 impl Client {
@@ -104,6 +110,7 @@ impl Client {
             multi_failed: false,
             watched: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
+            retrying: false,
         }
     }
 
@@ -392,7 +399,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         }
     }
     let res = match spec.run {
-        Run::Data(f) => run_data(&ctx.shared.store, &spec, f, cmd, ctx.out),
+        Run::Data(f) => run_data(
+            &ctx.shared.store,
+            &spec,
+            f,
+            cmd,
+            ctx.out,
+            ctx.client.retrying,
+        ),
         Run::Ctl(f) => f(ctx, cmd),
     };
     match res {
@@ -409,14 +423,16 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     }
 }
 
-/// Runs a data command under its keys' stripe locks and commits its writes. If the
-/// commit fails, the handler's reply is taken back.
+/// Runs a data command under its keys' stripe locks and commits its writes (`retry`:
+/// a parked blocking command run again). If the commit fails, the handler's reply is
+/// taken back.
 pub(crate) fn run_data(
     store: &Store,
     spec: &Spec,
     f: DataFn,
     cmd: &Command,
     out: &mut Out,
+    retry: bool,
 ) -> CmdResult<()> {
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
@@ -425,6 +441,9 @@ pub(crate) fn run_data(
     };
     let mut tx = Tx::new(store);
     tx.allow_blocking();
+    if retry {
+        tx.set_retry();
+    }
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;
     if let Err(e) = store.commit(tx) {

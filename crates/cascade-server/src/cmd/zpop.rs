@@ -157,6 +157,9 @@ fn bpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out, max: bool) -> CmdResult<()>
     let timeout = timeout_arg(c.arg(c.len() - 1))?;
     for i in 1..c.len() - 1 {
         let key = c.arg(i);
+        if tx.skip_on_retry(key, Type::ZSet)? {
+            continue;
+        }
         if let Some((m, s)) = pop(tx, key, max, 1)?.pop() {
             reply::array_header(out, 3);
             reply::bulk(out, key);
@@ -192,6 +195,9 @@ fn which_end(arg: &[u8]) -> CmdResult<bool> {
 fn mpop(tx: &mut Tx<'_>, keys: &[&[u8]], max: bool, n: u64, out: &mut Out) -> CmdResult<bool> {
     let n = usize::try_from(n).unwrap_or(usize::MAX);
     for k in keys {
+        if tx.skip_on_retry(k, Type::ZSet)? {
+            continue;
+        }
         let items = pop(tx, k, max, n)?;
         if !items.is_empty() {
             reply::array_header(out, 2);
