@@ -145,7 +145,7 @@ fn copy(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
             replace = true;
             i += 1;
         } else if is(c.arg(i), "db") && i + 1 < c.len() {
-            if c.arg(i + 1) != b"0" {
+            if super::int_arg(c.arg(i + 1))? != 0 {
                 return Err(CmdError::err("DB index is out of range"));
             }
             i += 2;

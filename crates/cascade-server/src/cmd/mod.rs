@@ -36,12 +36,14 @@ pub(crate) mod hashes;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod keys;
+pub(crate) mod lcs;
 pub(crate) mod lists;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod multi;
+pub(crate) mod random;
 pub(crate) mod scan;
 pub(crate) mod sets;
 pub(crate) mod strings;
@@ -283,6 +285,7 @@ pub(crate) fn table() -> Vec<Spec> {
     let mut t = Vec::new();
     t.extend_from_slice(strings::SPECS);
     t.extend_from_slice(strings2::SPECS);
+    t.extend_from_slice(lcs::SPECS);
     t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);

@@ -520,10 +520,9 @@ fn sdiffstore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 /// Parses `numkeys key... [LIMIT n]` at argument 1; returns (keys, limit; 0 = none).
 pub(crate) fn numkeys_limit(c: &Command) -> CmdResult<(Vec<&[u8]>, usize)> {
-    let n = int_arg(c.arg(1))?;
-    if n <= 0 {
-        return Err(CmdError::err("numkeys should be greater than 0"));
-    }
+    let n = super::parse_i64(c.arg(1))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| CmdError::err("numkeys should be greater than 0"))?;
     let n = usize::try_from(n).unwrap_or(usize::MAX);
     if n > c.len() - 2 {
         return Err(CmdError::err(

@@ -1,32 +1,23 @@
 //! Taking members from the ends of sorted sets, and sampling them: ZPOPMIN ZPOPMAX
-//! ZMPOP, their blocking forms BZPOPMIN BZPOPMAX BZMPOP, and ZRANDMEMBER.
+//! ZMPOP, their blocking forms BZPOPMIN BZPOPMAX BZMPOP, and ZRANDMEMBER (`random.rs`).
 //!
 //! A pop reads the first (or last) entries of the score index — one range scan of the
 //! members popped — and deletes both entries of each, with the count, in one batch.
 //! The blocking forms run the same code; when every key is empty they return
 //! [`CmdError::Block`] and the worker parks the client until a write to one of the
 //! keys or the timeout (inside MULTI they answer at once, like Redis).
-//!
-//! ZRANDMEMBER samples the member index as SRANDMEMBER samples a set (`sets.rs`):
-//! uniformly for zsets up to [`SAMPLE_ALL`] members, by random seeks above that.
 
 use std::ops::Bound;
 
 use super::args::pop_count;
 use super::lists::{mpop_args, timeout_arg};
-use super::sets::{sample_entries, SAMPLE_ALL};
-use super::zsets::{delete_member, reply_scored, score_of, split_index, Scored};
-use super::{int_arg, is, spec, Keys, Run::Data, Spec, KEY1, R, W};
+use super::zsets::{delete_member, reply_scored, split_index, Scored};
+use super::{is, spec, Keys, Run::Data, Spec, KEY1, R, W};
 use crate::error::{CmdError, CmdResult};
-use crate::hash::random_below;
-use crate::keyspace::{prefix_end, sub_prefix, Type, NS_ZMEMBER, NS_ZSCORE};
+use crate::keyspace::{prefix_end, sub_prefix, Type, NS_ZSCORE};
 use crate::resp::parse::Command;
 use crate::resp::reply::{self, Out};
 use crate::store::Tx;
-
-/// The most members a negative ZRANDMEMBER count may ask for (the reply is built in
-/// memory).
-const MAX_REPEATS: usize = 16 << 20;
 
 /// Flags of a blocking write command.
 const BW: &[&str] = &["write", "blocking"];
@@ -232,77 +223,8 @@ fn bzmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     }
 }
 
-/// `n` members of the zset `key` with `card` members, distinct unless `repeat`.
-fn random_members(
-    tx: &Tx<'_>,
-    key: &[u8],
-    card: u64,
-    n: usize,
-    repeat: bool,
-) -> CmdResult<Vec<Scored>> {
-    let decode = |(m, v): (Vec<u8>, Vec<u8>)| score_of(&v).map(|s| (m, s));
-    if !repeat {
-        let picked = sample_entries(tx, NS_ZMEMBER, key, card, n)?;
-        return picked.into_iter().map(decode).collect();
-    }
-    let pool_size = usize::try_from(card.min(SAMPLE_ALL)).unwrap_or(usize::MAX);
-    let pool: Vec<Scored> = sample_entries(tx, NS_ZMEMBER, key, card, pool_size)?
-        .into_iter()
-        .map(decode)
-        .collect::<CmdResult<_>>()?;
-    if pool.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok((0..n)
-        .map(|_| pool[random_below(pool.len())].clone())
-        .collect())
-}
-
 fn zrandmember(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
-    let key = c.arg(1);
-    let withscores = match c.len() {
-        2 | 3 => false,
-        4 if is(c.arg(3), "withscores") => true,
-        _ => return Err(CmdError::Syntax),
-    };
-    let count = if c.len() > 2 {
-        let n = int_arg(c.arg(2))?;
-        if n == i64::MIN {
-            return Err(CmdError::err(
-                "value is out of range, value must between -9223372036854775807 and \
-                 9223372036854775807",
-            ));
-        }
-        if withscores && n < -(i64::MAX / 2) {
-            return Err(CmdError::err("value is out of range"));
-        }
-        Some(n)
-    } else {
-        None
-    };
-    let meta = tx.typed(key, Type::ZSet)?;
-    let Some(count) = count else {
-        let card = meta.map_or(0, |m| m.count());
-        let one = if card == 0 {
-            Vec::new()
-        } else {
-            random_members(tx, key, card, 1, false)?
-        };
-        reply::opt_bulk(out, one.first().map(|(m, _)| m.as_slice()));
-        return Ok(());
-    };
-    let card = meta.map_or(0, |m| m.count());
-    let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-    if count < 0 && n > MAX_REPEATS {
-        return Err(CmdError::err("value is out of range"));
-    }
-    let items = if card == 0 || n == 0 {
-        Vec::new()
-    } else {
-        random_members(tx, key, card, n, count < 0)?
-    };
-    reply_scored(out, &items, withscores);
-    Ok(())
+    super::random::random_cmd(tx, c, out, Type::ZSet)
 }
 
 #[cfg(test)]
@@ -361,31 +283,5 @@ mod tests {
             "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
         );
         k.expect(&["BZPOPMIN", "z", "-1"], "-ERR timeout is negative\r\n");
-    }
-
-    #[test]
-    fn random_members() {
-        let mut k = Kit::new();
-        k.int(&["ZADD", "z", "1", "a", "2", "b", "3", "c"]);
-        let mut seen = std::collections::BTreeSet::new();
-        for _ in 0..200 {
-            seen.extend(k.strings(&["ZRANDMEMBER", "z", "1"]));
-        }
-        assert_eq!(seen.len(), 3);
-        let all = k.strings(&["ZRANDMEMBER", "z", "10", "WITHSCORES"]);
-        assert_eq!(all.len(), 6);
-        assert_eq!(k.strings(&["ZRANDMEMBER", "z", "-7"]).len(), 7);
-        k.expect(&["ZRANDMEMBER", "z", "0"], "*0\r\n");
-        k.expect(&["ZRANDMEMBER", "nokey"], "$-1\r\n");
-        k.expect(&["ZRANDMEMBER", "nokey", "3"], "*0\r\n");
-        k.expect(
-            &["ZRANDMEMBER", "z", "-9223372036854775808"],
-            "-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n",
-        );
-        k.expect(
-            &["ZRANDMEMBER", "z", "-9223372036854770000", "WITHSCORES"],
-            "-ERR value is out of range\r\n",
-        );
-        k.expect(&["ZRANDMEMBER", "z", "1", "x"], "-ERR syntax error\r\n");
     }
 }
