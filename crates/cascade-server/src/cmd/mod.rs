@@ -395,6 +395,11 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         return Ran::done(Some(i), true);
     }
     if let Some(queue) = ctx.client.multi.as_mut() {
+        if multi::NOT_IN_MULTI.contains(&spec.name) {
+            ctx.client.multi_failed = true;
+            reply::error(ctx.out, "ERR Command not allowed inside a transaction");
+            return Ran::done(Some(i), true);
+        }
         if !multi::IMMEDIATE.contains(&spec.name) {
             queue.push(cmd.clone());
             reply::simple(ctx.out, "QUEUED");
