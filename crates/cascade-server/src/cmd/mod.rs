@@ -46,6 +46,7 @@ pub(crate) mod multi;
 pub(crate) mod random;
 pub(crate) mod scan;
 pub(crate) mod sets;
+pub(crate) mod sort;
 pub(crate) mod strings;
 pub(crate) mod strings2;
 pub(crate) mod unsupported;
@@ -297,6 +298,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
+    t.extend_from_slice(sort::SPECS);
     t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
