@@ -28,6 +28,7 @@ pub(crate) mod args;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod conn;
+pub(crate) mod dump;
 pub(crate) mod expire;
 pub(crate) mod generic;
 pub(crate) mod hashes;
@@ -299,6 +300,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
     t.extend_from_slice(sort::SPECS);
+    t.extend_from_slice(dump::SPECS);
     t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);

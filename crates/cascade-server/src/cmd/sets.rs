@@ -534,8 +534,9 @@ pub(crate) fn numkeys_limit(c: &Command) -> CmdResult<(Vec<&[u8]>, usize)> {
     let mut i = 2 + n;
     while i < c.len() {
         if is(c.arg(i), "limit") && i + 1 < c.len() {
-            limit = usize::try_from(int_arg(c.arg(i + 1))?)
-                .map_err(|_| CmdError::err("LIMIT can't be negative"))?;
+            limit = super::parse_i64(c.arg(i + 1))
+                .and_then(|l| usize::try_from(l).ok())
+                .ok_or_else(|| CmdError::err("LIMIT can't be negative"))?;
             i += 2;
         } else {
             return Err(CmdError::Syntax);
