@@ -32,6 +32,10 @@ type Watcher = (u64, Arc<AtomicBool>);
 
 /// A parked client.
 struct Turn {
+    /// The client's id (CLIENT UNBLOCK).
+    id: u64,
+    /// CLIENT UNBLOCK asked it to stop waiting: `Some(true)` with an error.
+    unblock: Option<bool>,
     keys: Vec<Vec<u8>>,
     wake: WakeFn,
     /// A key changed since it last ran.
@@ -97,7 +101,7 @@ impl Notify {
 
     /// Parks a client on `keys`: `wake` runs when one of them changes. Returns its
     /// place in the queue.
-    pub(crate) fn wait(&self, keys: &[Vec<u8>], wake: &WakeFn) -> u64 {
+    pub(crate) fn wait(&self, id: u64, keys: &[Vec<u8>], wake: &WakeFn) -> u64 {
         let mut w = self.waiters.lock();
         let seq = w.next;
         w.next += 1;
@@ -108,6 +112,8 @@ impl Notify {
         w.turns.insert(
             seq,
             Turn {
+                id,
+                unblock: None,
                 keys: keys.to_vec(),
                 wake: wake.clone(),
                 woken: false,
@@ -158,6 +164,26 @@ impl Notify {
             }
         }
         !blocked
+    }
+
+    /// CLIENT UNBLOCK: asks the parked client `id` to stop waiting (`error`: with
+    /// an error instead of the timeout reply). False if it is not parked.
+    pub(crate) fn unblock(&self, id: u64, error: bool) -> bool {
+        let wake = {
+            let mut w = self.waiters.lock();
+            let Some(t) = w.turns.values_mut().find(|t| t.id == id) else {
+                return false;
+            };
+            t.unblock = Some(error);
+            t.wake.clone()
+        };
+        wake();
+        true
+    }
+
+    /// Whether CLIENT UNBLOCK asked the client at `seq` to stop (`Some(error)`).
+    pub(crate) fn unblocked(&self, seq: u64) -> Option<bool> {
+        self.waiters.lock().turns.get(&seq).and_then(|t| t.unblock)
     }
 
     /// The client at `seq` ran again and is still parked.
@@ -239,7 +265,7 @@ mod tests {
         let wake: WakeFn = Arc::new(move || {
             w2.fetch_add(1, Ordering::Relaxed);
         });
-        let seq = n.wait(&[b"b".to_vec()], &wake);
+        let seq = n.wait(7, &[b"b".to_vec()], &wake);
         assert!(n.active());
         n.touched(&[b"c".to_vec()]);
         assert!(!dirty.load(Ordering::Relaxed));
@@ -259,9 +285,9 @@ mod tests {
         let wake: WakeFn = Arc::new(move || {
             c2.fetch_add(1, Ordering::Relaxed);
         });
-        let first = n.wait(&[b"k".to_vec()], &wake);
-        let second = n.wait(&[b"k".to_vec(), b"j".to_vec()], &wake);
-        let other = n.wait(&[b"x".to_vec()], &wake);
+        let first = n.wait(7, &[b"k".to_vec()], &wake);
+        let second = n.wait(7, &[b"k".to_vec(), b"j".to_vec()], &wake);
+        let other = n.wait(7, &[b"x".to_vec()], &wake);
         n.touched(&[b"k".to_vec()]);
         assert_eq!(count.load(Ordering::Relaxed), 2);
         // The second must wait for the first; an unrelated key is free.

@@ -517,6 +517,16 @@ fn retry_parked(
         return;
     };
     let notify = shared.store.notify();
+    if let Some(error) = notify.unblocked(p.seq) {
+        if error {
+            reply::error(&mut c.out, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            reply::nil_array(&mut c.out);
+        }
+        notify.unwait(p.seq);
+        shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
     let expired = p.deadline.is_some_and(|d| d <= Instant::now());
     if !expired && !notify.may_retry(p.seq) {
         // An earlier client parked on the same key goes first; we are woken after.
@@ -569,7 +579,7 @@ fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
         woken.lock().push(token);
         let _ = waker.wake();
     });
-    let seq = env.shared.store.notify().wait(&keys, &wake);
+    let seq = env.shared.store.notify().wait(c.client.id, &keys, &wake);
     env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
     // A push between the command's unlock and this registration: try once more.
     wake();
