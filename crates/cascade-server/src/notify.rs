@@ -56,6 +56,8 @@ struct Waiters {
 #[derive(Default)]
 pub(crate) struct Notify {
     active: AtomicUsize,
+    /// Parked clients woken and not yet run again.
+    woken: AtomicUsize,
     watchers: Mutex<HashMap<Vec<u8>, Vec<Watcher>>>,
     waiters: Mutex<Waiters>,
 }
@@ -130,6 +132,9 @@ impl Notify {
             let Some(turn) = w.turns.remove(&seq) else {
                 return;
             };
+            if turn.woken {
+                self.woken.fetch_sub(1, Ordering::AcqRel);
+            }
             for k in &turn.keys {
                 if let Some(list) = w.by_key.get_mut(k) {
                     let before = list.len();
@@ -191,6 +196,9 @@ impl Notify {
         let released = {
             let mut w = self.waiters.lock();
             if let Some(t) = w.turns.get_mut(&seq) {
+                if t.woken {
+                    self.woken.fetch_sub(1, Ordering::AcqRel);
+                }
                 t.woken = false;
             }
             Self::release_held(&mut w)
@@ -232,6 +240,9 @@ impl Notify {
             for k in keys {
                 for seq in w.by_key.get(k).into_iter().flatten() {
                     if let Some(t) = w.turns.get_mut(seq) {
+                        if !t.woken {
+                            self.woken.fetch_add(1, Ordering::AcqRel);
+                        }
                         t.woken = true;
                         wakes.push(t.wake.clone());
                     }
@@ -242,6 +253,13 @@ impl Notify {
         for f in wakes {
             f();
         }
+    }
+
+    /// True while some parked client was woken and has not run again: a client whose
+    /// write woke it gets its reply only after that (Redis serves blocked clients
+    /// before the next command runs).
+    pub(crate) fn any_woken(&self) -> bool {
+        self.woken.load(Ordering::Acquire) > 0
     }
 
     /// Keys currently watched (FLUSHDB touches those that exist).
@@ -294,6 +312,7 @@ mod tests {
         assert!(!n.may_retry(second));
         assert!(n.may_retry(other));
         assert!(n.may_retry(first));
+        assert!(n.any_woken());
         // The first ran and parked again: the second is woken to try again.
         n.retried(first);
         assert_eq!(count.load(Ordering::Relaxed), 3);
@@ -301,6 +320,7 @@ mod tests {
         n.unwait(first);
         n.unwait(second);
         n.unwait(other);
+        assert!(!n.any_woken());
         assert!(!n.active());
     }
 }

@@ -87,6 +87,8 @@ struct Conn {
     backlog: bool,
     /// Parked in a blocking command.
     parked: Option<Parked>,
+    /// Its replies wait until the clients its writes woke have run (`notify.rs`).
+    hold: bool,
 }
 
 /// A client waiting in a blocking command.
@@ -269,6 +271,7 @@ impl Worker {
                     wrote: false,
                     backlog: false,
                     parked: None,
+                    hold: false,
                 },
             );
         }
@@ -362,7 +365,15 @@ impl Worker {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
+            // As in Redis, clients blocked on the keys a write changed are served
+            // before its writer hears back (only while serving, not in shutdown).
+            c.hold =
+                read && !c.dead && (c.wrote || c.hold) && self.shared.store.notify().any_woken();
             c.wrote = false;
+            if c.hold {
+                again.push(*t);
+                continue;
+            }
             if !c.dead && c.pending_out() > 0 {
                 let was_blocked = c.pending_out() >= OUT_HIGH;
                 write_some(c, &self.stats);

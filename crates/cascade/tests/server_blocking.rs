@@ -1,6 +1,6 @@
 //! Blocked clients over real sockets: Redis's first-come-first-served order across
 //! worker threads, CLIENT UNBLOCK, and a woken client passing over a key that now
-//! holds another type.
+//! holds another type; a writer hears back only after the clients it woke ran.
 
 mod common;
 
@@ -86,4 +86,26 @@ fn client_unblock_and_wrong_type_wakeups() {
         w.read(),
         Some(Reply::Array(Some(vec![bulk("l"), bulk("v")])))
     );
+}
+
+#[test]
+fn a_writer_hears_back_after_the_clients_it_woke() {
+    let srv = Server::start(&[]);
+    let mut r = srv.connect();
+    let mut first = srv.connect();
+    let mut second = srv.connect();
+    for round in 0..20 {
+        first.send(&[b"BLMOVE", b"l1", b"l2", b"RIGHT", b"LEFT", b"0"]);
+        wait_blocked(&mut r, 1);
+        second.send(&[b"BLMOVE", b"l2", b"l3", b"LEFT", b"RIGHT", b"0"]);
+        wait_blocked(&mut r, 2);
+        int(&mut r, &["RPUSH", "l1", "foo"]);
+        // Both moves happened before RPUSH's reply, as in Redis.
+        assert_eq!(int(&mut r, &["LLEN", "l1"]), 0, "round {round}");
+        assert_eq!(int(&mut r, &["LLEN", "l2"]), 0, "round {round}");
+        assert_eq!(int(&mut r, &["LLEN", "l3"]), 1, "round {round}");
+        assert_eq!(first.read(), Some(bulk("foo")));
+        assert_eq!(second.read(), Some(bulk("foo")));
+        int(&mut r, &["DEL", "l3"]);
+    }
 }
