@@ -28,6 +28,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
+use crate::clients::Live;
 use crate::cmd::{dispatch, Client, Commands, Ctx};
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
@@ -89,6 +90,14 @@ struct Conn {
     parked: Option<Parked>,
     /// Its replies wait until the clients its writes woke have run (`notify.rs`).
     hold: bool,
+    /// What CLIENT LIST shows of it (`clients.rs`).
+    live: Arc<Live>,
+    /// When it was adopted (`live.active_ms` counts from here).
+    created: Instant,
+    /// The most input buffered at once since `last_resize`.
+    peak: usize,
+    /// When the input buffer was last fitted to its recent peak.
+    last_resize: Instant,
 }
 
 /// A client waiting in a blocking command.
@@ -230,6 +239,7 @@ impl Worker {
             self.serve_round(&round, &mut ready, true);
             if last_idle_check.elapsed() >= Duration::from_secs(1) {
                 last_idle_check = Instant::now();
+                self.trim_idle();
                 self.close_idle();
             }
         }
@@ -272,6 +282,10 @@ impl Worker {
                     backlog: false,
                     parked: None,
                     hold: false,
+                    live: self.shared.clients.live(id),
+                    created: Instant::now(),
+                    peak: 0,
+                    last_resize: Instant::now(),
                 },
             );
         }
@@ -342,6 +356,7 @@ impl Worker {
                 );
                 c.dead = true;
             }
+            fit_input(c);
             any_write |= c.wrote;
             if more {
                 again.push(*t);
@@ -391,6 +406,21 @@ impl Worker {
                     self.release(&mut c);
                 }
                 // A closed token left in `again` is skipped: it has no connection.
+            }
+        }
+    }
+
+    /// Clients idle for [`IDLE_BUFFER`] with no pending input give their input
+    /// buffer back (Redis frees the query buffer of idle clients too).
+    fn trim_idle(&mut self) {
+        for c in self.conns.values_mut() {
+            if c.rpos == c.inbuf.len()
+                && c.inbuf.capacity() > 0
+                && c.last_active.elapsed() >= IDLE_BUFFER
+            {
+                c.inbuf = Vec::new();
+                c.rpos = 0;
+                publish_input(c);
             }
         }
     }
@@ -472,10 +502,18 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
         // A large declared bulk is read in growing steps: the buffer never exceeds
         // about twice the bytes actually received (plus one chunk).
         let received = c.inbuf.len() - c.rpos;
-        let want = c.parser.pending_hint().map_or(READ_CHUNK, |h| {
-            h.min(received.max(READ_CHUNK)).max(READ_CHUNK)
-        });
         let len = c.inbuf.len();
+        // Without a large bulk pending, read into the room already there (one
+        // READ_CHUNK buffer serves small commands without growing).
+        let spare = c.inbuf.capacity() - len;
+        let want = c.parser.pending_hint().map_or(
+            if spare >= READ_CHUNK / 4 {
+                spare
+            } else {
+                READ_CHUNK
+            },
+            |h| h.min(received.max(READ_CHUNK)).max(READ_CHUNK),
+        );
         c.inbuf.resize(len + want, 0);
         match c.sock.read(&mut c.inbuf[len..]) {
             Ok(0) => {
@@ -487,6 +525,7 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
                 c.inbuf.truncate(len + n);
                 got += n;
                 c.last_active = Instant::now();
+                c.peak = c.peak.max(c.inbuf.len() - c.rpos);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 c.inbuf.truncate(len);
@@ -681,12 +720,45 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
     if *rpos == inbuf.len() {
         inbuf.clear();
         *rpos = 0;
-        // An idle client keeps at most a small buffer.
-        if inbuf.capacity() > 4 * READ_CHUNK {
-            inbuf.shrink_to(READ_CHUNK);
-        }
     }
     false
+}
+
+/// How often an input buffer over [`RESIZE_ABOVE`] is fitted to its recent peak.
+const RESIZE_EVERY: Duration = Duration::from_millis(200);
+/// Input buffers up to this size are kept as they are.
+const RESIZE_ABOVE: usize = 2 * READ_CHUNK;
+/// A client idle this long gives its input buffer back.
+const IDLE_BUFFER: Duration = Duration::from_secs(2);
+
+/// Fits the input buffer to the most it held recently (as Redis's client cron does:
+/// a big argument does not pin a big buffer) and publishes its size for CLIENT LIST.
+fn fit_input(c: &mut Conn) {
+    if c.last_resize.elapsed() >= RESIZE_EVERY {
+        if c.rpos == c.inbuf.len() && c.inbuf.capacity() > RESIZE_ABOVE {
+            c.inbuf.clear();
+            c.rpos = 0;
+            c.inbuf.shrink_to(c.peak.max(READ_CHUNK));
+        }
+        c.peak = 0;
+        c.last_resize = Instant::now();
+    }
+    publish_input(c);
+}
+
+/// Publishes the input buffer's use and the last activity for CLIENT LIST.
+fn publish_input(c: &Conn) {
+    let used = c.inbuf.len() - c.rpos;
+    let l = &c.live;
+    l.qbuf.store(used as u64, Ordering::Relaxed);
+    l.qbuf_free
+        .store((c.inbuf.capacity() - used) as u64, Ordering::Relaxed);
+    let active = c
+        .last_active
+        .saturating_duration_since(c.created)
+        .as_millis();
+    l.active_ms
+        .store(u64::try_from(active).unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
 /// Writes pending output until the socket would block.
