@@ -430,6 +430,30 @@ impl<'s> Tx<'s> {
         Ok((db, over))
     }
 
+    /// The first `limit` entries in `[lo, hi)` (`hi` `None`: unbounded), in key order.
+    /// With nothing pending in the range this is one short engine scan (each stage
+    /// is asked for only `limit` entries, not a full iterator batch): ZRANGE 0 9.
+    pub(crate) fn scan_first(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+    ) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let hi_b = hi.map_or(Bound::Unbounded, |h| Bound::Excluded(h.to_vec()));
+        let pending = self
+            .writes
+            .range::<Vec<u8>, _>((Bound::Included(lo.to_vec()), hi_b.clone()))
+            .next()
+            .is_some();
+        if self.flushed || pending {
+            return self
+                .range(Bound::Included(lo.to_vec()), hi_b)?
+                .take(limit)
+                .collect();
+        }
+        Ok(self.store.db.scan(Some(lo), hi, limit)?)
+    }
+
     /// Up to `limit` entries whose key starts with `prefix`.
     pub(crate) fn prefix_scan(
         &self,

@@ -103,10 +103,11 @@ fn pop(tx: &mut Tx<'_>, key: &[u8], max: bool, n: usize) -> CmdResult<Vec<Scored
             .map(|kv| kv.map(|(k, _)| k))
             .collect::<CmdResult<_>>()?
     } else {
-        tx.range(lo, hi)?
-            .take(n)
-            .map(|kv| kv.map(|(k, _)| k))
-            .collect::<CmdResult<_>>()?
+        let end = prefix_end(&prefix);
+        tx.scan_first(&prefix, end.as_deref(), n)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
     };
     let items: Vec<Scored> = keys
         .iter()

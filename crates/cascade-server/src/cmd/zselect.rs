@@ -181,6 +181,57 @@ fn end_score(tx: &Tx<'_>, prefix: &[u8], back: bool) -> CmdResult<Option<f64>> {
     }
 }
 
+/// Ranks `start..=stop` (negative: from the end) of a zset of `n` members whose
+/// score index starts `prefix`, read from the nearer end; in reply order.
+fn by_rank(
+    tx: &Tx<'_>,
+    prefix: &[u8],
+    n: i64,
+    (start, stop): (i64, i64),
+    rev: bool,
+) -> CmdResult<Vec<Scored>> {
+    let a = if start < 0 { start + n } else { start }.max(0);
+    let b = if stop < 0 { stop + n } else { stop }.min(n - 1);
+    if a > b || a >= n {
+        return Ok(Vec::new());
+    }
+    // Ascending positions lo..=hi.
+    let (lo, hi) = if rev { (n - 1 - b, n - 1 - a) } else { (a, b) };
+    let len = usize::try_from(hi - lo + 1).unwrap_or(0);
+    let from_back = n - 1 - hi < lo;
+    let skip = usize::try_from(if from_back { n - 1 - hi } else { lo }).unwrap_or(0);
+    let end = prefix_end(prefix);
+    let mut items: Vec<Scored> = Vec::with_capacity(len);
+    if from_back {
+        let whole = (
+            Bound::Included(prefix.to_vec()),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        walk(
+            tx,
+            prefix.len(),
+            whole,
+            true,
+            skip,
+            Some(len),
+            |_, _| true,
+            |m, s| items.push((m, s)),
+        )?;
+    } else {
+        // From the low end: one short scan of exactly the entries needed.
+        let got = tx.scan_first(prefix, end.as_deref(), skip + len)?;
+        items.extend(
+            got.iter()
+                .skip(skip)
+                .filter_map(|(k, _)| split_index(prefix.len(), k)),
+        );
+    }
+    if from_back != rev {
+        items.reverse();
+    }
+    Ok(items)
+}
+
 /// The members `q` selects from the zset `key`, in reply order; calls `emit`.
 pub(crate) fn select(
     tx: &Tx<'_>,
@@ -202,36 +253,8 @@ pub(crate) fn select(
     };
     match &q.by {
         By::Rank(start, stop) => {
-            let n = i64::try_from(meta.count()).unwrap_or(i64::MAX);
-            let a = if *start < 0 { start + n } else { *start }.max(0);
-            let b = if *stop < 0 { stop + n } else { *stop }.min(n - 1);
-            if a > b || a >= n {
-                return Ok(());
-            }
-            // Ascending positions lo..=hi.
-            let (lo, hi) = if q.rev {
-                (n - 1 - b, n - 1 - a)
-            } else {
-                (a, b)
-            };
-            let len = usize::try_from(hi - lo + 1).unwrap_or(0);
-            let from_back = n - 1 - hi < lo;
-            let skip = usize::try_from(if from_back { n - 1 - hi } else { lo }).unwrap_or(0);
-            let mut items: Vec<Scored> = Vec::with_capacity(len);
-            walk(
-                tx,
-                prefix.len(),
-                whole,
-                from_back,
-                skip,
-                Some(len),
-                |_, _| true,
-                |m, s| items.push((m, s)),
-            )?;
-            if from_back != q.rev {
-                items.reverse();
-            }
-            for (m, s) in items {
+            let count = i64::try_from(meta.count()).unwrap_or(i64::MAX);
+            for (m, s) in by_rank(tx, &prefix, count, (*start, *stop), q.rev)? {
                 emit(m, s);
             }
             Ok(())
