@@ -504,11 +504,12 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
         let received = c.inbuf.len() - c.rpos;
         let len = c.inbuf.len();
         // Without a large bulk pending, read into the room already there (one
-        // READ_CHUNK buffer serves small commands without growing).
+        // READ_CHUNK buffer serves small commands without growing), at most a chunk
+        // at a time (the room is zero-filled before the read).
         let spare = c.inbuf.capacity() - len;
         let want = c.parser.pending_hint().map_or(
             if spare >= READ_CHUNK / 4 {
-                spare
+                spare.min(READ_CHUNK)
             } else {
                 READ_CHUNK
             },
