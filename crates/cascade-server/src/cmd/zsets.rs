@@ -7,9 +7,9 @@
 //! is Redis's order (score, then member bytes), so a range by score is one range scan.
 //!
 //! Costs: ZADD ZINCRBY ZREM ZSCORE ZMSCORE: O(members named) point reads plus one
-//! batch. ZCARD: the metadata. ZRANK/ZREVRANK: one point read and one range scan of
-//! the score index from the low (high) end up to the member, O(rank): the layout keeps
-//! no per-position counts.
+//! batch. ZCARD: the metadata. ZRANK/ZREVRANK: one point read and a walk of the score
+//! index from both ends up to the member, O(min(rank, N - rank)): the layout keeps no
+//! per-position counts.
 
 use std::ops::Bound;
 
@@ -390,33 +390,44 @@ fn zmscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     Ok(())
 }
 
-/// The rank of `member` counted from the low end (`rev`: from the high end).
+/// The rank of `member` counted from the low end (`rev`: from the high end). Walks
+/// the score index from both ends at once and stops when either end reaches the
+/// member: O(min(rank, N - rank)) entries.
 fn rank(tx: &Tx<'_>, key: &[u8], member: &[u8], rev: bool) -> CmdResult<Option<usize>> {
-    if tx.typed(key, Type::ZSet)?.is_none() {
+    let Some(meta) = tx.typed(key, Type::ZSet)? else {
         return Ok(None);
-    }
+    };
     let Some(s) = member_score(tx, key, member)? else {
         return Ok(None);
     };
+    let n = usize::try_from(meta.count()).unwrap_or(usize::MAX);
     let prefix = sub_prefix(NS_ZSCORE, key);
     let at = score_key(key, s, member);
-    let n = if rev {
-        let hi = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-        let mut n = 0;
-        for kv in tx.range_rev(Bound::Excluded(at), hi)? {
-            kv?;
-            n += 1;
+    let hi = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let mut below = tx.range(Bound::Included(prefix), Bound::Excluded(at.clone()))?;
+    let mut above = tx.range_rev(Bound::Excluded(at), hi)?;
+    let (mut nb, mut na) = (0usize, 0usize);
+    let from_low = loop {
+        match below.next() {
+            None => break nb,
+            Some(kv) => {
+                kv?;
+                nb += 1;
+            }
         }
-        n
-    } else {
-        let mut n = 0;
-        for kv in tx.range(Bound::Included(prefix), Bound::Excluded(at))? {
-            kv?;
-            n += 1;
+        match above.next() {
+            None => break n.saturating_sub(1).saturating_sub(na),
+            Some(kv) => {
+                kv?;
+                na += 1;
+            }
         }
-        n
     };
-    Ok(Some(n))
+    Ok(Some(if rev {
+        n.saturating_sub(1).saturating_sub(from_low)
+    } else {
+        from_low
+    }))
 }
 
 fn rank_cmd(tx: &Tx<'_>, c: &Command, out: &mut Out, rev: bool) -> CmdResult<()> {
@@ -521,5 +532,23 @@ mod tests {
             &["ZRANK", "s", "a"],
             "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
         );
+    }
+
+    #[test]
+    fn ranks_match_positions() {
+        let mut k = Kit::new();
+        for i in 0..41 {
+            // Scores repeat, so ties are ordered by member.
+            k.int(&["ZADD", "z", &((i * 7) % 5).to_string(), &format!("m{i}")]);
+        }
+        let order = k.strings(&["ZRANGE", "z", "0", "-1"]);
+        assert_eq!(order.len(), 41);
+        for (pos, m) in order.iter().enumerate() {
+            assert_eq!(k.int(&["ZRANK", "z", m]), i64::try_from(pos).unwrap_or(0));
+            assert_eq!(
+                k.int(&["ZREVRANK", "z", m]),
+                i64::try_from(40 - pos).unwrap_or(0)
+            );
+        }
     }
 }
