@@ -17,7 +17,7 @@
 //! Only this thread touches its connections; other threads reach it through the
 //! [`Inbox`] and its waker.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -188,6 +188,7 @@ impl Worker {
         // Connections with work left over from the previous round.
         let mut ready: Vec<Token> = Vec::new();
         let mut round: Vec<Token> = Vec::new();
+        let mut seen: HashSet<Token> = HashSet::new();
         let mut last_idle_check = Instant::now();
         loop {
             let mut timeout = if ready.is_empty() {
@@ -212,9 +213,14 @@ impl Worker {
             if self.shared.shutting_down() {
                 break;
             }
+            // Order of service, as Redis's single event loop would have it: woken
+            // blocked clients first (Redis serves them before the next command), then
+            // connections with input left over, then new input in the order the
+            // kernel reported it ready (not by token: an older connection must not
+            // overtake a request that arrived before its own).
             round.clear();
-            round.append(&mut ready);
             round.append(&mut self.park.woken.lock());
+            round.append(&mut ready);
             if self.parked > 0 {
                 let now = Instant::now();
                 for (t, c) in &self.conns {
@@ -234,8 +240,8 @@ impl Worker {
                     round.push(ev.token());
                 }
             }
-            round.sort_unstable();
-            round.dedup();
+            seen.clear();
+            round.retain(|t| seen.insert(*t));
             self.serve_round(&round, &mut ready, true);
             if last_idle_check.elapsed() >= Duration::from_secs(1) {
                 last_idle_check = Instant::now();
