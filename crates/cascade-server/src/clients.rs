@@ -5,9 +5,23 @@
 //! connection closes. One mutex guards the map; any thread may read it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
+
+/// What the owning worker publishes about a connection as it runs (atomics: the
+/// worker stores, `CLIENT LIST` loads).
+#[derive(Debug, Default)]
+pub(crate) struct Live {
+    /// Unconsumed bytes in the query buffer (`qbuf`).
+    pub(crate) qbuf: AtomicU64,
+    /// Allocated but unused bytes of the query buffer (`qbuf-free`).
+    pub(crate) qbuf_free: AtomicU64,
+    /// Milliseconds from the connection's creation to its last input (`idle`).
+    pub(crate) active_ms: AtomicU64,
+}
 
 /// One connected client as `CLIENT LIST` shows it.
 #[derive(Debug, Clone)]
@@ -16,8 +30,8 @@ struct Entry {
     laddr: String,
     name: Option<Vec<u8>>,
     created: Instant,
-    last_active: Instant,
     resp: u8,
+    live: Arc<Live>,
 }
 
 /// The registry.
@@ -37,10 +51,18 @@ impl Clients {
                 laddr,
                 name: None,
                 created: now,
-                last_active: now,
                 resp: 2,
+                live: Arc::default(),
             },
         );
+    }
+
+    /// The counters the worker owning client `id` publishes.
+    pub(crate) fn live(&self, id: u64) -> Arc<Live> {
+        self.map
+            .lock()
+            .get(&id)
+            .map_or_else(Arc::default, |e| e.live.clone())
     }
 
     /// Records the protocol version (HELLO).
@@ -65,17 +87,21 @@ impl Clients {
     fn line(id: u64, e: &Entry) -> String {
         // Redis 7.0's fields in its order; buffer and memory fields this server does
         // not track per client are 0.
+        let age = e.created.elapsed();
+        let active = std::time::Duration::from_millis(e.live.active_ms.load(Ordering::Relaxed));
         format!(
-            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             e.addr,
             e.laddr,
             e.name
                 .as_deref()
                 .map(String::from_utf8_lossy)
                 .unwrap_or_default(),
-            e.created.elapsed().as_secs(),
-            e.last_active.elapsed().as_secs(),
+            age.as_secs(),
+            age.saturating_sub(active).as_secs(),
             "N",
+            e.live.qbuf.load(Ordering::Relaxed),
+            e.live.qbuf_free.load(Ordering::Relaxed),
             "NULL",
             e.resp
         )

@@ -266,6 +266,15 @@ impl RuntimeConfig {
                         "Unknown option or number of arguments for CONFIG SET - '{name}'"
                     )));
                 };
+                // Values are checked as Redis checks them, though they tune nothing.
+                let default = INERT.iter().find(|(k, _)| *k == name).map_or("", |d| d.1);
+                let numeric = default.parse::<i64>().is_ok();
+                if numeric && v.parse::<i64>().is_err() && parse_mem(&v).is_none() {
+                    return Err(invalid("argument couldn't be parsed into an integer"));
+                }
+                if matches!(default, "yes" | "no") && !matches!(v.as_str(), "yes" | "no") {
+                    return Err(invalid("argument must be 'yes' or 'no'"));
+                }
                 slot.1 = v;
             }
         }

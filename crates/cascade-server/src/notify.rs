@@ -7,10 +7,18 @@
 //! a change (Redis's rule for stale keys); a watcher notices expiry itself by comparing
 //! liveness at WATCH and at EXEC.
 //!
+//! Parked clients are served in the order they parked, as Redis serves them: each gets
+//! a sequence number, a change marks every waiter on the key as woken, and a woken
+//! client may run its command again only when no earlier woken client waiting on one
+//! of the same keys is still to run ([`Notify::may_retry`]); when that one has run
+//! ([`Notify::retried`] or [`Notify::unwait`]) the clients it held back are woken
+//! again. So two clients blocked on one key on two worker threads are served first
+//! come, first served.
+//!
 //! One mutex guards each map; `active` counts registrations so that the common case
 //! (nobody watching or waiting) costs one atomic load per write. Any thread.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -22,15 +30,36 @@ pub(crate) type WakeFn = Arc<dyn Fn() + Send + Sync>;
 /// A watching client: its id and dirty flag.
 type Watcher = (u64, Arc<AtomicBool>);
 
-/// A parked client: its id and wake function.
-type Waiter = (u64, WakeFn);
+/// A parked client.
+struct Turn {
+    /// The client's id (CLIENT UNBLOCK).
+    id: u64,
+    /// CLIENT UNBLOCK asked it to stop waiting: `Some(true)` with an error.
+    unblock: Option<bool>,
+    keys: Vec<Vec<u8>>,
+    wake: WakeFn,
+    /// A key changed since it last ran.
+    woken: bool,
+    /// It was held back by an earlier woken client: wake it when that one has run.
+    held: bool,
+}
+
+/// Parked clients by key and in park order.
+#[derive(Default)]
+struct Waiters {
+    by_key: HashMap<Vec<u8>, Vec<u64>>,
+    turns: BTreeMap<u64, Turn>,
+    next: u64,
+}
 
 /// The registries.
 #[derive(Default)]
 pub(crate) struct Notify {
     active: AtomicUsize,
+    /// Parked clients woken and not yet run again.
+    woken: AtomicUsize,
     watchers: Mutex<HashMap<Vec<u8>, Vec<Watcher>>>,
-    waiters: Mutex<HashMap<Vec<u8>, Vec<Waiter>>>,
+    waiters: Mutex<Waiters>,
 }
 
 impl std::fmt::Debug for Notify {
@@ -72,28 +101,123 @@ impl Notify {
         }
     }
 
-    /// Parks `id` on `keys`: `wake` runs when one of them changes.
-    pub(crate) fn wait(&self, id: u64, keys: &[Vec<u8>], wake: &WakeFn) {
+    /// Parks a client on `keys`: `wake` runs when one of them changes. Returns its
+    /// place in the queue.
+    pub(crate) fn wait(&self, id: u64, keys: &[Vec<u8>], wake: &WakeFn) -> u64 {
         let mut w = self.waiters.lock();
+        let seq = w.next;
+        w.next += 1;
         for k in keys {
             self.active.fetch_add(1, Ordering::AcqRel);
-            w.entry(k.clone()).or_default().push((id, wake.clone()));
+            w.by_key.entry(k.clone()).or_default().push(seq);
+        }
+        w.turns.insert(
+            seq,
+            Turn {
+                id,
+                unblock: None,
+                keys: keys.to_vec(),
+                wake: wake.clone(),
+                woken: false,
+                held: false,
+            },
+        );
+        seq
+    }
+
+    /// Unparks the client at `seq` (served, timed out or gone).
+    pub(crate) fn unwait(&self, seq: u64) {
+        let released = {
+            let mut w = self.waiters.lock();
+            let Some(turn) = w.turns.remove(&seq) else {
+                return;
+            };
+            if turn.woken {
+                self.woken.fetch_sub(1, Ordering::AcqRel);
+            }
+            for k in &turn.keys {
+                if let Some(list) = w.by_key.get_mut(k) {
+                    let before = list.len();
+                    list.retain(|s| *s != seq);
+                    self.active.fetch_sub(before - list.len(), Ordering::AcqRel);
+                    if list.is_empty() {
+                        w.by_key.remove(k);
+                    }
+                }
+            }
+            Self::release_held(&mut w)
+        };
+        for f in released {
+            f();
         }
     }
 
-    /// Unparks `id`.
-    pub(crate) fn unwait(&self, id: u64, keys: &[Vec<u8>]) {
+    /// May the woken client at `seq` run its command again now? False while an
+    /// earlier woken client shares one of its keys; it is then woken again later.
+    pub(crate) fn may_retry(&self, seq: u64) -> bool {
         let mut w = self.waiters.lock();
-        for k in keys {
-            if let Some(list) = w.get_mut(k) {
-                let before = list.len();
-                list.retain(|(i, _)| *i != id);
-                self.active.fetch_sub(before - list.len(), Ordering::AcqRel);
-                if list.is_empty() {
-                    w.remove(k);
-                }
+        let Some(turn) = w.turns.get(&seq) else {
+            return true;
+        };
+        let blocked = w
+            .turns
+            .range(..seq)
+            .any(|(_, t)| t.woken && t.keys.iter().any(|k| turn.keys.contains(k)));
+        if blocked {
+            if let Some(t) = w.turns.get_mut(&seq) {
+                t.held = true;
             }
         }
+        !blocked
+    }
+
+    /// CLIENT UNBLOCK: asks the parked client `id` to stop waiting (`error`: with
+    /// an error instead of the timeout reply). False if it is not parked.
+    pub(crate) fn unblock(&self, id: u64, error: bool) -> bool {
+        let wake = {
+            let mut w = self.waiters.lock();
+            let Some(t) = w.turns.values_mut().find(|t| t.id == id) else {
+                return false;
+            };
+            t.unblock = Some(error);
+            t.wake.clone()
+        };
+        wake();
+        true
+    }
+
+    /// Whether CLIENT UNBLOCK asked the client at `seq` to stop (`Some(error)`).
+    pub(crate) fn unblocked(&self, seq: u64) -> Option<bool> {
+        self.waiters.lock().turns.get(&seq).and_then(|t| t.unblock)
+    }
+
+    /// The client at `seq` ran again and is still parked.
+    pub(crate) fn retried(&self, seq: u64) {
+        let released = {
+            let mut w = self.waiters.lock();
+            if let Some(t) = w.turns.get_mut(&seq) {
+                if t.woken {
+                    self.woken.fetch_sub(1, Ordering::AcqRel);
+                }
+                t.woken = false;
+            }
+            Self::release_held(&mut w)
+        };
+        for f in released {
+            f();
+        }
+    }
+
+    /// Wake functions of the clients held back (they check their turn again).
+    fn release_held(w: &mut Waiters) -> Vec<WakeFn> {
+        w.turns
+            .values_mut()
+            .filter(|t| t.held)
+            .map(|t| {
+                t.held = false;
+                t.wake.clone()
+            })
+            .collect()
     }
 
     /// `keys` changed.
@@ -110,14 +234,32 @@ impl Notify {
             }
         }
         let wakes: Vec<WakeFn> = {
-            let w = self.waiters.lock();
-            keys.iter()
-                .flat_map(|k| w.get(k).into_iter().flatten().map(|(_, f)| f.clone()))
-                .collect()
+            let mut guard = self.waiters.lock();
+            let w = &mut *guard;
+            let mut wakes = Vec::new();
+            for k in keys {
+                for seq in w.by_key.get(k).into_iter().flatten() {
+                    if let Some(t) = w.turns.get_mut(seq) {
+                        if !t.woken {
+                            self.woken.fetch_add(1, Ordering::AcqRel);
+                        }
+                        t.woken = true;
+                        wakes.push(t.wake.clone());
+                    }
+                }
+            }
+            wakes
         };
         for f in wakes {
             f();
         }
+    }
+
+    /// True while some parked client was woken and has not run again: a client whose
+    /// write woke it gets its reply only after that (Redis serves blocked clients
+    /// before the next command runs).
+    pub(crate) fn any_woken(&self) -> bool {
+        self.woken.load(Ordering::Acquire) > 0
     }
 
     /// Keys currently watched (FLUSHDB touches those that exist).
@@ -141,7 +283,7 @@ mod tests {
         let wake: WakeFn = Arc::new(move || {
             w2.fetch_add(1, Ordering::Relaxed);
         });
-        n.wait(2, &[b"b".to_vec()], &wake);
+        let seq = n.wait(7, &[b"b".to_vec()], &wake);
         assert!(n.active());
         n.touched(&[b"c".to_vec()]);
         assert!(!dirty.load(Ordering::Relaxed));
@@ -149,7 +291,36 @@ mod tests {
         assert!(dirty.load(Ordering::Relaxed));
         assert_eq!(woken.load(Ordering::Relaxed), 1);
         n.unwatch(1, &[b"a".to_vec()]);
-        n.unwait(2, &[b"b".to_vec()]);
+        n.unwait(seq);
+        assert!(!n.active());
+    }
+
+    #[test]
+    fn woken_clients_run_in_park_order() {
+        let n = Notify::default();
+        let count = Arc::new(AtomicUsize::new(0));
+        let c2 = count.clone();
+        let wake: WakeFn = Arc::new(move || {
+            c2.fetch_add(1, Ordering::Relaxed);
+        });
+        let first = n.wait(7, &[b"k".to_vec()], &wake);
+        let second = n.wait(7, &[b"k".to_vec(), b"j".to_vec()], &wake);
+        let other = n.wait(7, &[b"x".to_vec()], &wake);
+        n.touched(&[b"k".to_vec()]);
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        // The second must wait for the first; an unrelated key is free.
+        assert!(!n.may_retry(second));
+        assert!(n.may_retry(other));
+        assert!(n.may_retry(first));
+        assert!(n.any_woken());
+        // The first ran and parked again: the second is woken to try again.
+        n.retried(first);
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+        assert!(n.may_retry(second));
+        n.unwait(first);
+        n.unwait(second);
+        n.unwait(other);
+        assert!(!n.any_woken());
         assert!(!n.active());
     }
 }

@@ -24,7 +24,7 @@
 
 use std::collections::btree_map;
 use std::collections::BTreeMap;
-use std::iter::Peekable;
+use std::iter::{Peekable, Rev};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -275,6 +275,8 @@ pub(crate) struct Tx<'s> {
     touched: Vec<Vec<u8>>,
     /// Blocking commands may park the client (not inside MULTI/EXEC).
     may_block: bool,
+    /// This runs a parked blocking command again after one of its keys changed.
+    retry: bool,
 }
 
 impl<'s> Tx<'s> {
@@ -289,7 +291,20 @@ impl<'s> Tx<'s> {
             flushed: false,
             touched: Vec::new(),
             may_block: false,
+            retry: false,
         }
+    }
+
+    /// Marks this as the re-run of a parked blocking command.
+    pub(crate) fn set_retry(&mut self) {
+        self.retry = true;
+    }
+
+    /// True when a parked blocking command, run again, must pass over `key`: it now
+    /// holds another type than `ty` (Redis serves a blocked client only from a key of
+    /// the type it waits for; the first run answers `WRONGTYPE` instead).
+    pub(crate) fn skip_on_retry(&self, key: &[u8], ty: Type) -> CmdResult<bool> {
+        Ok(self.retry && self.meta(key)?.is_some_and(|m| m.ty != ty))
     }
 
     /// Lets blocking commands park the client.
@@ -367,11 +382,35 @@ impl<'s> Tx<'s> {
     }
 
     /// Entries in `[lo, hi]` (per the bounds) in key order, pending writes merged in.
-    #[expect(
-        clippy::needless_pass_by_value,
-        reason = "bounds are built for the call; the engine takes them by value"
-    )]
     pub(crate) fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> CmdResult<TxIter<'_>> {
+        let (db, over) = self.range_parts(lo, hi)?;
+        Ok(Merged {
+            db: db.map(Iterator::peekable),
+            over: over.map(Iterator::peekable),
+            rev: false,
+        })
+    }
+
+    /// Like [`Tx::range`], in descending key order (ZREVRANGE, ZPOPMAX).
+    pub(crate) fn range_rev(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> CmdResult<TxRevIter<'_>> {
+        let (db, over) = self.range_parts(lo, hi)?;
+        Ok(Merged {
+            db: db.map(|d| d.rev().peekable()),
+            over: over.map(|o| o.rev().peekable()),
+            rev: true,
+        })
+    }
+
+    /// The engine iterator and the pending writes of a key range.
+    fn range_parts(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> CmdResult<(Option<DbIter<'_>>, Option<Pending<'_>>)> {
         let empty = match (&lo, &hi) {
             (Bound::Included(a), Bound::Included(b)) => a > b,
             (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
@@ -381,22 +420,38 @@ impl<'s> Tx<'s> {
         let db = if self.flushed {
             None
         } else {
-            Some(
-                self.store
-                    .db
-                    .iter_bounds(lo.clone(), hi.clone())?
-                    .peekable(),
-            )
+            Some(self.store.db.iter_bounds(lo.clone(), hi.clone())?)
         };
         let over = if empty {
             None
         } else {
-            Some(self.writes.range::<Vec<u8>, _>((lo.clone(), hi.clone())))
+            Some(self.writes.range::<Vec<u8>, _>((lo, hi)))
         };
-        Ok(TxIter {
-            db,
-            over: over.map(Iterator::peekable),
-        })
+        Ok((db, over))
+    }
+
+    /// The first `limit` entries in `[lo, hi)` (`hi` `None`: unbounded), in key order.
+    /// With nothing pending in the range this is one short engine scan (each stage
+    /// is asked for only `limit` entries, not a full iterator batch): ZRANGE 0 9.
+    pub(crate) fn scan_first(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        limit: usize,
+    ) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let hi_b = hi.map_or(Bound::Unbounded, |h| Bound::Excluded(h.to_vec()));
+        let pending = self
+            .writes
+            .range::<Vec<u8>, _>((Bound::Included(lo.to_vec()), hi_b.clone()))
+            .next()
+            .is_some();
+        if self.flushed || pending {
+            return self
+                .range(Bound::Included(lo.to_vec()), hi_b)?
+                .take(limit)
+                .collect();
+        }
+        Ok(self.store.db.scan(Some(lo), hi, limit)?)
     }
 
     /// Up to `limit` entries whose key starts with `prefix`.
@@ -517,11 +572,17 @@ impl<'s> Tx<'s> {
 type Pending<'a> = btree_map::Range<'a, Vec<u8>, Option<Vec<u8>>>;
 
 /// A [`Tx`]'s merged view of a key range: engine entries with the pending writes
-/// applied, in key order.
-pub(crate) struct TxIter<'a> {
-    db: Option<Peekable<DbIter<'a>>>,
-    over: Option<Peekable<Pending<'a>>>,
+/// applied, in key order (or, with `rev`, in descending key order).
+pub(crate) struct Merged<D: Iterator, P: Iterator> {
+    db: Option<Peekable<D>>,
+    over: Option<Peekable<P>>,
+    rev: bool,
 }
+
+/// [`Tx::range`]'s iterator.
+pub(crate) type TxIter<'a> = Merged<DbIter<'a>, Pending<'a>>;
+/// [`Tx::range_rev`]'s iterator.
+pub(crate) type TxRevIter<'a> = Merged<Rev<DbIter<'a>>, Rev<Pending<'a>>>;
 
 enum Next {
     Db,
@@ -529,10 +590,15 @@ enum Next {
     Done,
 }
 
-impl Iterator for TxIter<'_> {
+impl<'a, D, P> Iterator for Merged<D, P>
+where
+    D: Iterator<Item = cascadekv::Result<(Vec<u8>, Vec<u8>)>>,
+    P: Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)>,
+{
     type Item = CmdResult<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let rev = self.rev;
         loop {
             let over_key = self
                 .over
@@ -542,7 +608,7 @@ impl Iterator for TxIter<'_> {
                 (Some(Err(_) | Ok(_)), None) | (Some(Err(_)), Some(_)) => Next::Db,
                 (None, None) => Next::Done,
                 (None, Some(_)) => Next::Over { shadows_db: false },
-                (Some(Ok((d, _))), Some(o)) => match d.as_slice().cmp(o) {
+                (Some(Ok((d, _))), Some(o)) => match order(rev, d, o) {
                     std::cmp::Ordering::Less => Next::Db,
                     std::cmp::Ordering::Equal => Next::Over { shadows_db: true },
                     std::cmp::Ordering::Greater => Next::Over { shadows_db: false },
@@ -564,5 +630,14 @@ impl Iterator for TxIter<'_> {
                 }
             }
         }
+    }
+}
+
+/// The order of two keys in an iterator's direction.
+fn order(rev: bool, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if rev {
+        b.cmp(a)
+    } else {
+        a.cmp(b)
     }
 }

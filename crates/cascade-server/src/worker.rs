@@ -17,7 +17,7 @@
 //! Only this thread touches its connections; other threads reach it through the
 //! [`Inbox`] and its waker.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -28,6 +28,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
+use crate::clients::Live;
 use crate::cmd::{dispatch, Client, Commands, Ctx};
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
@@ -87,12 +88,23 @@ struct Conn {
     backlog: bool,
     /// Parked in a blocking command.
     parked: Option<Parked>,
+    /// Its replies wait until the clients its writes woke have run (`notify.rs`).
+    hold: bool,
+    /// What CLIENT LIST shows of it (`clients.rs`).
+    live: Arc<Live>,
+    /// When it was adopted (`live.active_ms` counts from here).
+    created: Instant,
+    /// The most input buffered at once since `last_resize`.
+    peak: usize,
+    /// When the input buffer was last fitted to its recent peak.
+    last_resize: Instant,
 }
 
 /// A client waiting in a blocking command.
 struct Parked {
     cmd: Command,
-    keys: Vec<Vec<u8>>,
+    /// Its place in the queue of parked clients (`notify.rs`).
+    seq: u64,
     deadline: Option<Instant>,
 }
 
@@ -176,6 +188,7 @@ impl Worker {
         // Connections with work left over from the previous round.
         let mut ready: Vec<Token> = Vec::new();
         let mut round: Vec<Token> = Vec::new();
+        let mut seen: HashSet<Token> = HashSet::new();
         let mut last_idle_check = Instant::now();
         loop {
             let mut timeout = if ready.is_empty() {
@@ -200,9 +213,14 @@ impl Worker {
             if self.shared.shutting_down() {
                 break;
             }
+            // Order of service, as Redis's single event loop would have it: woken
+            // blocked clients first (Redis serves them before the next command), then
+            // connections with input left over, then new input in the order the
+            // kernel reported it ready (not by token: an older connection must not
+            // overtake a request that arrived before its own).
             round.clear();
-            round.append(&mut ready);
             round.append(&mut self.park.woken.lock());
+            round.append(&mut ready);
             if self.parked > 0 {
                 let now = Instant::now();
                 for (t, c) in &self.conns {
@@ -222,11 +240,12 @@ impl Worker {
                     round.push(ev.token());
                 }
             }
-            round.sort_unstable();
-            round.dedup();
+            seen.clear();
+            round.retain(|t| seen.insert(*t));
             self.serve_round(&round, &mut ready, true);
             if last_idle_check.elapsed() >= Duration::from_secs(1) {
                 last_idle_check = Instant::now();
+                self.trim_idle();
                 self.close_idle();
             }
         }
@@ -268,6 +287,11 @@ impl Worker {
                     wrote: false,
                     backlog: false,
                     parked: None,
+                    hold: false,
+                    live: self.shared.clients.live(id),
+                    created: Instant::now(),
+                    peak: 0,
+                    last_resize: Instant::now(),
                 },
             );
         }
@@ -276,7 +300,7 @@ impl Worker {
     /// Drops a closed connection's registrations (parked, watched) and counts.
     fn release(&mut self, c: &mut Conn) {
         if let Some(p) = c.parked.take() {
-            self.shared.store.notify().unwait(c.client.id, &p.keys);
+            self.shared.store.notify().unwait(p.seq);
             self.shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
             self.parked -= 1;
         }
@@ -338,6 +362,7 @@ impl Worker {
                 );
                 c.dead = true;
             }
+            fit_input(c);
             any_write |= c.wrote;
             if more {
                 again.push(*t);
@@ -361,7 +386,15 @@ impl Worker {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
+            // As in Redis, clients blocked on the keys a write changed are served
+            // before its writer hears back (only while serving, not in shutdown).
+            c.hold =
+                read && !c.dead && (c.wrote || c.hold) && self.shared.store.notify().any_woken();
             c.wrote = false;
+            if c.hold {
+                again.push(*t);
+                continue;
+            }
             if !c.dead && c.pending_out() > 0 {
                 let was_blocked = c.pending_out() >= OUT_HIGH;
                 write_some(c, &self.stats);
@@ -379,6 +412,21 @@ impl Worker {
                     self.release(&mut c);
                 }
                 // A closed token left in `again` is skipped: it has no connection.
+            }
+        }
+    }
+
+    /// Clients idle for [`IDLE_BUFFER`] with no pending input give their input
+    /// buffer back (Redis frees the query buffer of idle clients too).
+    fn trim_idle(&mut self) {
+        for c in self.conns.values_mut() {
+            if c.rpos == c.inbuf.len()
+                && c.inbuf.capacity() > 0
+                && c.last_active.elapsed() >= IDLE_BUFFER
+            {
+                c.inbuf = Vec::new();
+                c.rpos = 0;
+                publish_input(c);
             }
         }
     }
@@ -460,10 +508,19 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
         // A large declared bulk is read in growing steps: the buffer never exceeds
         // about twice the bytes actually received (plus one chunk).
         let received = c.inbuf.len() - c.rpos;
-        let want = c.parser.pending_hint().map_or(READ_CHUNK, |h| {
-            h.min(received.max(READ_CHUNK)).max(READ_CHUNK)
-        });
         let len = c.inbuf.len();
+        // Without a large bulk pending, read into the room already there (one
+        // READ_CHUNK buffer serves small commands without growing), at most a chunk
+        // at a time (the room is zero-filled before the read).
+        let spare = c.inbuf.capacity() - len;
+        let want = c.parser.pending_hint().map_or(
+            if spare >= READ_CHUNK / 4 {
+                spare.min(READ_CHUNK)
+            } else {
+                READ_CHUNK
+            },
+            |h| h.min(received.max(READ_CHUNK)).max(READ_CHUNK),
+        );
         c.inbuf.resize(len + want, 0);
         match c.sock.read(&mut c.inbuf[len..]) {
             Ok(0) => {
@@ -475,6 +532,7 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
                 c.inbuf.truncate(len + n);
                 got += n;
                 c.last_active = Instant::now();
+                c.peak = c.peak.max(c.inbuf.len() - c.rpos);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 c.inbuf.truncate(len);
@@ -515,6 +573,23 @@ fn retry_parked(
     let Some(p) = c.parked.take() else {
         return;
     };
+    let notify = shared.store.notify();
+    if let Some(error) = notify.unblocked(p.seq) {
+        if error {
+            reply::error(&mut c.out, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            reply::nil_array(&mut c.out);
+        }
+        notify.unwait(p.seq);
+        shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let expired = p.deadline.is_some_and(|d| d <= Instant::now());
+    if !expired && !notify.may_retry(p.seq) {
+        // An earlier client parked on the same key goes first; we are woken after.
+        c.parked = Some(p);
+        return;
+    }
     let t = Instant::now();
     let mut ctx = Ctx {
         shared,
@@ -522,16 +597,19 @@ fn retry_parked(
         client: &mut c.client,
         out: &mut c.out,
     };
+    ctx.client.retrying = true;
     let ran = dispatch(&mut ctx, &p.cmd);
+    ctx.client.retrying = false;
     if ran.block.is_some() {
-        if p.deadline.is_some_and(|d| d <= Instant::now()) {
+        if expired || p.deadline.is_some_and(|d| d <= Instant::now()) {
             reply::nil_array(&mut c.out);
         } else {
+            notify.retried(p.seq);
             c.parked = Some(p);
             return;
         }
     }
-    shared.store.notify().unwait(c.client.id, &p.keys);
+    notify.unwait(p.seq);
     shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
     stats.record(ran.idx, ran.failed, t.elapsed());
     if ran
@@ -558,13 +636,13 @@ fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
         woken.lock().push(token);
         let _ = waker.wake();
     });
-    env.shared.store.notify().wait(c.client.id, &keys, &wake);
+    let seq = env.shared.store.notify().wait(c.client.id, &keys, &wake);
     env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
     // A push between the command's unlock and this registration: try once more.
     wake();
     c.parked = Some(Parked {
         cmd: cmd.clone(),
-        keys,
+        seq,
         deadline,
     });
 }
@@ -649,12 +727,45 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
     if *rpos == inbuf.len() {
         inbuf.clear();
         *rpos = 0;
-        // An idle client keeps at most a small buffer.
-        if inbuf.capacity() > 4 * READ_CHUNK {
-            inbuf.shrink_to(READ_CHUNK);
-        }
     }
     false
+}
+
+/// How often an input buffer over [`RESIZE_ABOVE`] is fitted to its recent peak.
+const RESIZE_EVERY: Duration = Duration::from_millis(200);
+/// Input buffers up to this size are kept as they are.
+const RESIZE_ABOVE: usize = 2 * READ_CHUNK;
+/// A client idle this long gives its input buffer back.
+const IDLE_BUFFER: Duration = Duration::from_secs(2);
+
+/// Fits the input buffer to the most it held recently (as Redis's client cron does:
+/// a big argument does not pin a big buffer) and publishes its size for CLIENT LIST.
+fn fit_input(c: &mut Conn) {
+    if c.last_resize.elapsed() >= RESIZE_EVERY {
+        if c.rpos == c.inbuf.len() && c.inbuf.capacity() > RESIZE_ABOVE {
+            c.inbuf.clear();
+            c.rpos = 0;
+            c.inbuf.shrink_to(c.peak.max(READ_CHUNK));
+        }
+        c.peak = 0;
+        c.last_resize = Instant::now();
+    }
+    publish_input(c);
+}
+
+/// Publishes the input buffer's use and the last activity for CLIENT LIST.
+fn publish_input(c: &Conn) {
+    let used = c.inbuf.len() - c.rpos;
+    let l = &c.live;
+    l.qbuf.store(used as u64, Ordering::Relaxed);
+    l.qbuf_free
+        .store((c.inbuf.capacity() - used) as u64, Ordering::Relaxed);
+    let active = c
+        .last_active
+        .saturating_duration_since(c.created)
+        .as_millis();
+    l.active_ms
+        .store(u64::try_from(active).unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
 /// Writes pending output until the socket would block.

@@ -309,6 +309,11 @@ mod tests {
         );
         let all = k.strings(&["CONFIG", "GET", "*max*"]);
         assert!(all.contains(&"maxclients".to_string()), "{all:?}");
+        k.expect(
+            &["CONFIG", "SET", "maxmemory", "bla"],
+            "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument couldn't be parsed into an integer\r\n",
+        );
+        k.ok(&["CONFIG", "SET", "maxmemory", "100mb"]);
         k.expect(&["CONFIG", "SET", "port", "1"], "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n");
         k.expect(
             &["CONFIG", "SET", "nosuch", "1"],

@@ -49,6 +49,21 @@ pub(crate) fn float_arg(b: &[u8]) -> CmdResult<f64> {
     parse_f64(b).ok_or(CmdError::NotFloat)
 }
 
+/// The optional `count` at argument 2 of LPOP/RPOP/ZPOPMIN/ZPOPMAX (`None`: absent);
+/// a negative count is out of range, more arguments are `too_many`.
+pub(crate) fn pop_count(
+    c: &crate::resp::parse::Command,
+    too_many: CmdError,
+) -> CmdResult<Option<u64>> {
+    match c.len() {
+        0..=2 => Ok(None),
+        3 => u64::try_from(int_arg(c.arg(2))?)
+            .map(Some)
+            .map_err(|_| CmdError::err("value is out of range, must be positive")),
+        _ => Err(too_many),
+    }
+}
+
 /// Case-insensitive comparison of an argument with an ASCII keyword.
 pub(crate) fn is(arg: &[u8], kw: &str) -> bool {
     arg.eq_ignore_ascii_case(kw.as_bytes())

@@ -229,6 +229,20 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     } else if is(sub, "info") && c.len() == 2 {
         let text = ctx.shared.clients.info_line(ctx.client.id);
         reply::bulk(ctx.out, text.as_bytes());
+    } else if is(sub, "unblock") && (c.len() == 3 || c.len() == 4) {
+        let id = super::int_arg(c.arg(2))?;
+        let error = match c.len() {
+            3 => false,
+            _ if is(c.arg(3), "timeout") => false,
+            _ if is(c.arg(3), "error") => true,
+            _ => {
+                return Err(CmdError::err(
+                    "CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+                ))
+            }
+        };
+        let done = u64::try_from(id).is_ok_and(|id| ctx.shared.store.notify().unblock(id, error));
+        reply::int(ctx.out, i64::from(done));
     } else if is(sub, "setinfo") && c.len() == 4 {
         // Client libraries announce their name and version; accepted and ignored.
         reply::ok(ctx.out);
@@ -241,6 +255,7 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             b"LIST",
             b"INFO",
             b"SETINFO <attr> <value>",
+            b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
         ];
         reply::bulk_array(ctx.out, lines.iter().copied());
     } else {
@@ -265,6 +280,15 @@ mod tests {
         k.expect(&["ECHO", "x"], "$1\r\nx\r\n");
         k.ok(&["SELECT", "0"]);
         k.expect(&["SELECT", "1"], "-ERR DB index is out of range\r\n");
+        k.expect(&["CLIENT", "UNBLOCK", "999"], ":0\r\n");
+        k.expect(
+            &["CLIENT", "UNBLOCK", "x"],
+            "-ERR value is not an integer or out of range\r\n",
+        );
+        k.expect(
+            &["CLIENT", "UNBLOCK", "1", "LATER"],
+            "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n",
+        );
         k.expect(
             &["SELECT", "x"],
             "-ERR value is not an integer or out of range\r\n",

@@ -1,6 +1,7 @@
 //! More keyspace commands: `RENAME RENAMENX COPY RANDOMKEY EXPIRETIME PEXPIRETIME
 //! OBJECT`. RENAME and COPY move or copy every element entry of the key: O(N) for a
-//! collection of N elements, in one atomic batch. RANDOMKEY seeks to a random point of
+//! collection of N elements, in one atomic batch. RANDOMKEY reads a keyspace of up to
+//! 4096 keys whole and picks uniformly; above that it seeks to a random point of
 //! namespace 1 (bounded work; keys are not equally likely). OBJECT reports what means
 //! something here: the type's single encoding, refcount 1, idle time 0.
 
@@ -145,7 +146,7 @@ fn copy(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
             replace = true;
             i += 1;
         } else if is(c.arg(i), "db") && i + 1 < c.len() {
-            if c.arg(i + 1) != b"0" {
+            if super::int_arg(c.arg(i + 1))? != 0 {
                 return Err(CmdError::err("DB index is out of range"));
             }
             i += 2;
@@ -174,6 +175,20 @@ fn copy(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 fn randomkey(tx: &mut Tx<'_>, _c: &Command, out: &mut Out) -> CmdResult<()> {
     let end = Bound::Excluded(vec![NS_META + 1]);
+    if u64::try_from(tx.key_count()).unwrap_or(u64::MAX) <= super::sets::SAMPLE_ALL {
+        // A small keyspace is read whole: every live key is equally likely (a random
+        // seek favours keys after wide gaps in the key order).
+        let mut live = Vec::new();
+        for kv in tx.range(Bound::Included(vec![NS_META]), end)? {
+            let (k, v) = kv?;
+            if !Meta::decode(&v)?.expired(tx.now()) {
+                live.push(k);
+            }
+        }
+        let pick = (!live.is_empty()).then(|| &live[crate::hash::random_below(live.len())][1..]);
+        reply::opt_bulk(out, pick);
+        return Ok(());
+    }
     let mut seek = vec![NS_META];
     seek.extend_from_slice(&crate::hash::random_u64().to_be_bytes());
     let mut found = None;
@@ -297,8 +312,11 @@ mod tests {
         k.expect(&["COPY", "t", "n", "REPLACE"], ":1\r\n");
         k.expect(&["GET", "n"], "$1\r\nx\r\n");
         k.expect(&["DBSIZE"], ":3\r\n");
-        let r = k.strings(&["RANDOMKEY"]);
-        assert!(["m", "n", "t"].contains(&r[0].as_str()), "{r:?}");
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            seen.extend(k.strings(&["RANDOMKEY"]));
+        }
+        assert_eq!(seen.len(), 3, "{seen:?}");
         let t = k.int(&["EXPIRETIME", "t"]);
         assert!(t > 1_600_000_000);
         k.expect(&["PEXPIRETIME", "m"], ":-1\r\n");

@@ -70,6 +70,15 @@ pub(crate) static SPECS: &[Spec] = &[
     ),
     spec("hdel", -3, W, KEY1, "hash", "Deletes fields.", Data(hdel)),
     spec(
+        "hrandfield",
+        -2,
+        R,
+        KEY1,
+        "hash",
+        "Random fields.",
+        Data(hrandfield),
+    ),
+    spec(
         "hexists",
         3,
         R,
@@ -337,8 +346,15 @@ fn hincrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     Ok(())
 }
 
+fn hrandfield(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    super::random::random_cmd(tx, c, out, Type::Hash)
+}
+
 fn hincrbyfloat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let by = crate::cmd::args::parse_f64(c.arg(3)).ok_or(CmdError::NotFloat)?;
+    if !by.is_finite() {
+        return Err(CmdError::err("value is NaN or Infinity"));
+    }
     let (key, f) = (c.arg(1), c.arg(2));
     let old = tx.begin_typed(key, Type::Hash)?;
     let fk = sub_key(NS_HASH, key, f);

@@ -13,6 +13,7 @@
 
 use std::ops::Bound;
 
+use super::args::pop_count;
 use super::{int_arg, is, spec, Keys, Run::Data, Spec, KEY1, R, W};
 use crate::cmd::args::len_i64;
 use crate::error::{CmdError, CmdResult};
@@ -320,14 +321,8 @@ fn rpushx(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 }
 
 fn pop_cmd(tx: &mut Tx<'_>, c: &Command, out: &mut Out, left: bool) -> CmdResult<()> {
-    let count = match c.len() {
-        2 => None,
-        3 => Some(
-            u64::try_from(int_arg(c.arg(2))?)
-                .map_err(|_| CmdError::err("value is out of range, must be positive"))?,
-        ),
-        _ => return Err(CmdError::Syntax),
-    };
+    let name = if left { "lpop" } else { "rpop" };
+    let count = pop_count(c, CmdError::Msg(super::arity_error(name)))?;
     let vals = pop(tx, c.arg(1), left, count.unwrap_or(1))?;
     match count {
         None => reply::opt_bulk(out, vals.first().map(Vec::as_slice)),
@@ -615,7 +610,7 @@ fn move_one(
     from_left: bool,
     to_left: bool,
 ) -> CmdResult<Option<Vec<u8>>> {
-    if tx.typed(src, Type::List)?.is_none() {
+    if tx.skip_on_retry(src, Type::List)? || tx.typed(src, Type::List)?.is_none() {
         return Ok(None);
     }
     tx.typed(dst, Type::List)?;
@@ -639,8 +634,13 @@ fn rpoplpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     Ok(())
 }
 
-/// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `at`.
-fn mpop_args(c: &Command, at: usize) -> CmdResult<(Vec<&[u8]>, bool, u64)> {
+/// Parses `numkeys key... LEFT|RIGHT [COUNT n]` starting at `at` (ZMPOP: `MIN|MAX`,
+/// read by `end`).
+pub(crate) fn mpop_args(
+    c: &Command,
+    at: usize,
+    end: fn(&[u8]) -> CmdResult<bool>,
+) -> CmdResult<(Vec<&[u8]>, bool, u64)> {
     let n = int_arg(c.arg(at)).map_err(|_| CmdError::err("numkeys should be greater than 0"))?;
     if n <= 0 {
         return Err(CmdError::err("numkeys should be greater than 0"));
@@ -650,15 +650,14 @@ fn mpop_args(c: &Command, at: usize) -> CmdResult<(Vec<&[u8]>, bool, u64)> {
         return Err(CmdError::Syntax);
     }
     let keys: Vec<&[u8]> = (at + 1..=at + n).map(|i| c.arg(i)).collect();
-    let left = side(c.arg(at + n + 1))?;
+    let left = end(c.arg(at + n + 1))?;
     let mut count = None;
     let mut i = at + n + 2;
     while i < c.len() {
         if is(c.arg(i), "count") && i + 1 < c.len() && count.is_none() {
-            let v = int_arg(c.arg(i + 1))?;
             count = Some(
-                u64::try_from(v)
-                    .ok()
+                super::parse_i64(c.arg(i + 1))
+                    .and_then(|v| u64::try_from(v).ok())
                     .filter(|&v| v > 0)
                     .ok_or_else(|| CmdError::err("count should be greater than 0"))?,
             );
@@ -676,7 +675,7 @@ type Popped = (Vec<u8>, Vec<Vec<u8>>);
 /// Pops from the first non-empty list of `keys`: (key, elements), or `None`.
 fn mpop(tx: &mut Tx<'_>, keys: &[&[u8]], left: bool, count: u64) -> CmdResult<Option<Popped>> {
     for k in keys {
-        if tx.typed(k, Type::List)?.is_some() {
+        if !tx.skip_on_retry(k, Type::List)? && tx.typed(k, Type::List)?.is_some() {
             let vals = pop(tx, k, left, count)?;
             return Ok(Some((k.to_vec(), vals)));
         }
@@ -696,7 +695,7 @@ fn mpop_reply(out: &mut Out, r: Option<Popped>) {
 }
 
 fn lmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
-    let (keys, left, count) = mpop_args(c, 1)?;
+    let (keys, left, count) = mpop_args(c, 1, side)?;
     let r = mpop(tx, &keys, left, count)?;
     mpop_reply(out, r);
     Ok(())
@@ -760,7 +759,7 @@ fn brpoplpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 fn blmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let timeout = timeout_arg(c.arg(1))?;
-    let (keys, left, count) = mpop_args(c, 2)?;
+    let (keys, left, count) = mpop_args(c, 2, side)?;
     match mpop(tx, &keys, left, count)? {
         Some(r) => {
             mpop_reply(out, Some(r));

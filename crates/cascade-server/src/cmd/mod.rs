@@ -28,6 +28,7 @@ pub(crate) mod args;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod conn;
+pub(crate) mod dump;
 pub(crate) mod expire;
 pub(crate) mod generic;
 pub(crate) mod hashes;
@@ -36,17 +37,24 @@ pub(crate) mod hashes;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod keys;
+pub(crate) mod lcs;
 pub(crate) mod lists;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod multi;
+pub(crate) mod random;
 pub(crate) mod scan;
 pub(crate) mod sets;
+pub(crate) mod sort;
 pub(crate) mod strings;
 pub(crate) mod strings2;
 pub(crate) mod unsupported;
+pub(crate) mod zpop;
+pub(crate) mod zrange;
+pub(crate) mod zselect;
+pub(crate) mod zsetops;
 pub(crate) mod zsets;
 
 #[cfg(test)]
@@ -66,6 +74,10 @@ pub(crate) use args::{float_arg, int_arg, is, parse_i64};
 
 /// Per-connection state that commands read and change.
 #[derive(Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent connection states, as Redis's client flags"
+)]
 pub(crate) struct Client {
     /// Unique id (`CLIENT ID`).
     pub(crate) id: u64,
@@ -85,6 +97,8 @@ pub(crate) struct Client {
     pub(crate) watched: Vec<(Vec<u8>, bool)>,
     /// Set when a watched key changes (`notify.rs`).
     pub(crate) dirty: Arc<AtomicBool>,
+    /// The command now running is a parked blocking command run again.
+    pub(crate) retrying: bool,
 }
 
 impl Client {
@@ -100,6 +114,7 @@ impl Client {
             multi_failed: false,
             watched: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
+            retrying: false,
         }
     }
 
@@ -272,14 +287,20 @@ pub(crate) fn table() -> Vec<Spec> {
     let mut t = Vec::new();
     t.extend_from_slice(strings::SPECS);
     t.extend_from_slice(strings2::SPECS);
+    t.extend_from_slice(lcs::SPECS);
     t.extend_from_slice(expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
+    t.extend_from_slice(zrange::SPECS);
+    t.extend_from_slice(zpop::SPECS);
+    t.extend_from_slice(zsetops::SPECS);
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
+    t.extend_from_slice(sort::SPECS);
+    t.extend_from_slice(dump::SPECS);
     t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
@@ -378,6 +399,11 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         return Ran::done(Some(i), true);
     }
     if let Some(queue) = ctx.client.multi.as_mut() {
+        if multi::NOT_IN_MULTI.contains(&spec.name) {
+            ctx.client.multi_failed = true;
+            reply::error(ctx.out, "ERR Command not allowed inside a transaction");
+            return Ran::done(Some(i), true);
+        }
         if !multi::IMMEDIATE.contains(&spec.name) {
             queue.push(cmd.clone());
             reply::simple(ctx.out, "QUEUED");
@@ -385,7 +411,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         }
     }
     let res = match spec.run {
-        Run::Data(f) => run_data(&ctx.shared.store, &spec, f, cmd, ctx.out),
+        Run::Data(f) => run_data(
+            &ctx.shared.store,
+            &spec,
+            f,
+            cmd,
+            ctx.out,
+            ctx.client.retrying,
+        ),
         Run::Ctl(f) => f(ctx, cmd),
     };
     match res {
@@ -402,14 +435,16 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     }
 }
 
-/// Runs a data command under its keys' stripe locks and commits its writes. If the
-/// commit fails, the handler's reply is taken back.
+/// Runs a data command under its keys' stripe locks and commits its writes (`retry`:
+/// a parked blocking command run again). If the commit fails, the handler's reply is
+/// taken back.
 pub(crate) fn run_data(
     store: &Store,
     spec: &Spec,
     f: DataFn,
     cmd: &Command,
     out: &mut Out,
+    retry: bool,
 ) -> CmdResult<()> {
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
@@ -418,6 +453,9 @@ pub(crate) fn run_data(
     };
     let mut tx = Tx::new(store);
     tx.allow_blocking();
+    if retry {
+        tx.set_retry();
+    }
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;
     if let Err(e) = store.commit(tx) {

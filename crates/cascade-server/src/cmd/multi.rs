@@ -70,7 +70,11 @@ pub(crate) static SPECS: &[Spec] = &[
     ),
 ];
 
-/// Commands that run at once even inside MULTI.
+/// Commands refused inside MULTI (Redis's `no-multi` flag); the transaction then
+/// fails at EXEC.
+pub(crate) const NOT_IN_MULTI: &[&str] = &["save", "shutdown"];
+
+/// Commands that run at once inside MULTI instead of being queued.
 pub(crate) const IMMEDIATE: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
 fn multi(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
@@ -282,6 +286,13 @@ mod tests {
             &["WATCH", "a"],
             "-ERR WATCH inside MULTI is not allowed\r\n",
         );
-        k.ok(&["DISCARD"]);
+        k.expect(
+            &["SHUTDOWN"],
+            "-ERR Command not allowed inside a transaction\r\n",
+        );
+        k.expect(
+            &["EXEC"],
+            "-EXECABORT Transaction discarded because of previous errors.\r\n",
+        );
     }
 }

@@ -285,9 +285,29 @@ fn scard(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 /// Up to `n` distinct random members of the set `key` with `card` members.
 fn sample(tx: &Tx<'_>, key: &[u8], card: u64, n: usize) -> CmdResult<Vec<Vec<u8>>> {
-    let prefix = sub_prefix(NS_SET, key);
+    Ok(sample_entries(tx, NS_SET, key, card, n)?
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect())
+}
+
+/// Up to `n` distinct random elements (element, stored value) of the collection `key`
+/// with `card` elements in namespace `ns`: uniform up to [`SAMPLE_ALL`] elements (or
+/// when `n` is at least half of them), else by random seeks (bounded, not uniform).
+pub(crate) fn sample_entries(
+    tx: &Tx<'_>,
+    ns: u8,
+    key: &[u8],
+    card: u64,
+    n: usize,
+) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    let prefix = sub_prefix(ns, key);
     if card <= SAMPLE_ALL || u64::try_from(n).unwrap_or(u64::MAX) * 2 >= card {
-        let mut all: Vec<Vec<u8>> = members(tx, key)?.into_iter().collect();
+        let mut all: Vec<(Vec<u8>, Vec<u8>)> = tx
+            .prefix_scan(&prefix, usize::MAX)?
+            .into_iter()
+            .map(|(mut k, v)| (k.split_off(prefix.len()), v))
+            .collect();
         // Partial Fisher-Yates: the first n are a uniform sample.
         let n = n.min(all.len());
         for i in 0..n {
@@ -297,7 +317,7 @@ fn sample(tx: &Tx<'_>, key: &[u8], card: u64, n: usize) -> CmdResult<Vec<Vec<u8>
         all.truncate(n);
         return Ok(all);
     }
-    let mut picked = BTreeSet::new();
+    let mut picked = std::collections::BTreeMap::new();
     let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let mut tries = 0;
     while picked.len() < n && tries < n * 8 + 16 {
@@ -315,8 +335,8 @@ fn sample(tx: &Tx<'_>, key: &[u8], card: u64, n: usize) -> CmdResult<Vec<Vec<u8>
                 .next()
                 .transpose()?,
         };
-        if let Some((k, _)) = first {
-            picked.insert(k[prefix.len()..].to_vec());
+        if let Some((k, v)) = first {
+            picked.insert(k[prefix.len()..].to_vec(), v);
         }
     }
     Ok(picked.into_iter().collect())
@@ -500,10 +520,9 @@ fn sdiffstore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 /// Parses `numkeys key... [LIMIT n]` at argument 1; returns (keys, limit; 0 = none).
 pub(crate) fn numkeys_limit(c: &Command) -> CmdResult<(Vec<&[u8]>, usize)> {
-    let n = int_arg(c.arg(1))?;
-    if n <= 0 {
-        return Err(CmdError::err("numkeys should be greater than 0"));
-    }
+    let n = super::parse_i64(c.arg(1))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| CmdError::err("numkeys should be greater than 0"))?;
     let n = usize::try_from(n).unwrap_or(usize::MAX);
     if n > c.len() - 2 {
         return Err(CmdError::err(
@@ -515,8 +534,9 @@ pub(crate) fn numkeys_limit(c: &Command) -> CmdResult<(Vec<&[u8]>, usize)> {
     let mut i = 2 + n;
     while i < c.len() {
         if is(c.arg(i), "limit") && i + 1 < c.len() {
-            limit = usize::try_from(int_arg(c.arg(i + 1))?)
-                .map_err(|_| CmdError::err("LIMIT can't be negative"))?;
+            limit = super::parse_i64(c.arg(i + 1))
+                .and_then(|l| usize::try_from(l).ok())
+                .ok_or_else(|| CmdError::err("LIMIT can't be negative"))?;
             i += 2;
         } else {
             return Err(CmdError::Syntax);

@@ -120,6 +120,12 @@ impl Kit {
 
     /// Runs one command; returns its raw reply.
     pub(crate) fn raw(&mut self, args: &[&str]) -> String {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        String::from_utf8_lossy(&self.bytes(&args)).into_owned()
+    }
+
+    /// Runs one command with binary arguments; returns its raw reply bytes.
+    pub(crate) fn bytes(&mut self, args: &[&[u8]]) -> Vec<u8> {
         let cmd = Command::from_args(args);
         let start = self.out.buf.len();
         let mut ctx = Ctx {
@@ -133,9 +139,9 @@ impl Kit {
             w.record(ran.idx, ran.failed, std::time::Duration::ZERO);
         }
         if let Some(t) = ran.block {
-            return format!("(blocked {t})");
+            return format!("(blocked {t})").into_bytes();
         }
-        let reply = String::from_utf8_lossy(&self.out.buf[start..]).into_owned();
+        let reply = self.out.buf[start..].to_vec();
         self.out.buf.clear();
         reply
     }

@@ -1,11 +1,20 @@
-//! Sorted-set commands. A member is two engine entries: member → score
-//! (`0x03 len key member`) for point lookups, and `0x04 len key sortable(score)
-//! member` whose memcmp order is score order, so a range by score is one range scan.
-//! All are data commands on one key.
+//! Sorted-set commands on members: ZADD ZINCRBY ZREM ZCARD ZSCORE ZMSCORE ZRANK
+//! ZREVRANK ZSCAN, and the helpers the other zset modules share (`zrange.rs`,
+//! `zpop.rs`, `zsetops.rs`).
+//!
+//! A member is two engine entries: member → score (`0x03 len key member`) for point
+//! lookups, and `0x04 len key sortable(score) member` (empty value) whose memcmp order
+//! is Redis's order (score, then member bytes), so a range by score is one range scan.
+//!
+//! Costs: ZADD ZINCRBY ZREM ZSCORE ZMSCORE: O(members named) point reads plus one
+//! batch. ZCARD: the metadata. ZRANK/ZREVRANK: one point read and a walk of the score
+//! index from both ends up to the member, O(min(rank, N - rank)): the layout keeps no
+//! per-position counts.
 
 use std::ops::Bound;
 
-use super::{float_arg, int_arg, is, spec, Ctx, Run::Ctl, Run::Data, Spec, KEY1, R, W};
+use super::{float_arg, is, spec, Ctx, Run::Ctl, Run::Data, Spec, KEY1, R, W};
+use crate::cmd::args::len_i64;
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{
     prefix_end, sortable_score, sub_key, sub_prefix, unsortable_score, Meta, Type, NS_ZMEMBER,
@@ -15,7 +24,10 @@ use crate::resp::parse::Command;
 use crate::resp::reply::{self, Out};
 use crate::store::Tx;
 
-/// The sorted-set commands.
+/// A member and its score.
+pub(crate) type Scored = (Vec<u8>, f64);
+
+/// The sorted-set commands on members.
 pub(crate) static SPECS: &[Spec] = &[
     spec(
         "zadd",
@@ -27,6 +39,15 @@ pub(crate) static SPECS: &[Spec] = &[
         Data(zadd),
     ),
     spec(
+        "zincrby",
+        4,
+        W,
+        KEY1,
+        "sorted-set",
+        "Increments a member's score.",
+        Data(zincrby),
+    ),
+    spec(
         "zrem",
         -3,
         W,
@@ -34,24 +55,6 @@ pub(crate) static SPECS: &[Spec] = &[
         "sorted-set",
         "Removes members.",
         Data(zrem),
-    ),
-    spec(
-        "zrangebyscore",
-        -4,
-        R,
-        KEY1,
-        "sorted-set",
-        "Members with scores in a range, by score.",
-        Data(zrangebyscore),
-    ),
-    spec(
-        "zcount",
-        4,
-        R,
-        KEY1,
-        "sorted-set",
-        "Counts members with scores in a range.",
-        Data(zcount),
     ),
     spec(
         "zcard",
@@ -72,6 +75,33 @@ pub(crate) static SPECS: &[Spec] = &[
         Data(zscore),
     ),
     spec(
+        "zmscore",
+        -3,
+        R,
+        KEY1,
+        "sorted-set",
+        "Scores of several members.",
+        Data(zmscore),
+    ),
+    spec(
+        "zrank",
+        3,
+        R,
+        KEY1,
+        "sorted-set",
+        "Position of a member, lowest score first.",
+        Data(zrank),
+    ),
+    spec(
+        "zrevrank",
+        3,
+        R,
+        KEY1,
+        "sorted-set",
+        "Position of a member, highest score first.",
+        Data(zrevrank),
+    ),
+    spec(
         "zscan",
         -3,
         R,
@@ -82,7 +112,8 @@ pub(crate) static SPECS: &[Spec] = &[
     ),
 ];
 
-fn score_of(v: &[u8]) -> CmdResult<f64> {
+/// Decodes a stored score.
+pub(crate) fn score_of(v: &[u8]) -> CmdResult<f64> {
     let b: [u8; 8] = v
         .try_into()
         .map_err(|_| CmdError::Engine("ERR corrupt zset score in the store".into()))?;
@@ -90,22 +121,34 @@ fn score_of(v: &[u8]) -> CmdResult<f64> {
 }
 
 /// The score-index entry of `member` with `score`.
-fn score_key(key: &[u8], score: f64, member: &[u8]) -> Vec<u8> {
+pub(crate) fn score_key(key: &[u8], score: f64, member: &[u8]) -> Vec<u8> {
     let mut sk = sub_prefix(NS_ZSCORE, key);
     sk.extend_from_slice(&sortable_score(score));
     sk.extend_from_slice(member);
     sk
 }
 
+/// Splits a score-index entry (after its `prefix`) into member and score.
+pub(crate) fn split_index(prefix_len: usize, k: &[u8]) -> Option<Scored> {
+    let (sb, member) = k.get(prefix_len..)?.split_first_chunk::<8>()?;
+    Some((member.to_vec(), unsortable_score(*sb)))
+}
+
 /// The score of `member` in the zset `key` (which exists).
-fn member_score(tx: &Tx<'_>, key: &[u8], member: &[u8]) -> CmdResult<Option<f64>> {
+pub(crate) fn member_score(tx: &Tx<'_>, key: &[u8], member: &[u8]) -> CmdResult<Option<f64>> {
     tx.get(&sub_key(NS_ZMEMBER, key, member))?
         .map(|v| score_of(&v))
         .transpose()
 }
 
 /// Sets `member`'s score (replacing `prev`).
-fn put_member(tx: &mut Tx<'_>, key: &[u8], member: &[u8], prev: Option<f64>, score: f64) {
+pub(crate) fn put_member(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    member: &[u8],
+    prev: Option<f64>,
+    score: f64,
+) {
     if let Some(p) = prev {
         tx.delete(score_key(key, p, member));
     }
@@ -114,6 +157,44 @@ fn put_member(tx: &mut Tx<'_>, key: &[u8], member: &[u8], prev: Option<f64>, sco
         sub_key(NS_ZMEMBER, key, member),
         score.to_le_bytes().to_vec(),
     );
+}
+
+/// Deletes `member` (with `score`) from the zset `key`; the caller fixes the count.
+pub(crate) fn delete_member(tx: &mut Tx<'_>, key: &[u8], member: &[u8], score: f64) {
+    tx.delete(score_key(key, score, member));
+    tx.delete(sub_key(NS_ZMEMBER, key, member));
+}
+
+/// Replaces `dst` (any type) with a zset of `items` (deleted when empty).
+pub(crate) fn store_zset(tx: &mut Tx<'_>, dst: &[u8], items: &[Scored]) -> CmdResult<()> {
+    if let Some(old) = tx.begin(dst)? {
+        tx.remove(dst, &old)?;
+    }
+    if !items.is_empty() {
+        for (m, s) in items {
+            put_member(tx, dst, m, None, *s);
+        }
+        let n = u64::try_from(items.len()).unwrap_or(u64::MAX);
+        tx.set_meta(dst, None, &Meta::collection(Type::ZSet, n, None));
+    }
+    Ok(())
+}
+
+/// Replies with members, and their scores when `withscores`: RESP2 a flat array,
+/// RESP3 (like Redis 7) an array of `[member, score]` pairs.
+pub(crate) fn reply_scored(out: &mut Out, items: &[Scored], withscores: bool) {
+    let nested = withscores && out.resp3;
+    let flat = if withscores && !nested { 2 } else { 1 };
+    reply::array_header(out, items.len() * flat);
+    for (m, s) in items {
+        if nested {
+            reply::array_header(out, 2);
+        }
+        reply::bulk(out, m);
+        if withscores {
+            reply::double(out, *s);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -176,11 +257,30 @@ fn zadd(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     for j in (i..c.len()).step_by(2) {
         pairs.push((float_arg(c.arg(j))?, c.arg(j + 1)));
     }
-    let key = c.arg(1);
+    add(tx, c.arg(1), &f, &pairs, out)
+}
+
+fn zincrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let f = AddFlags {
+        incr: true,
+        ..AddFlags::default()
+    };
+    let by = float_arg(c.arg(2))?;
+    add(tx, c.arg(1), &f, &[(by, c.arg(3))], out)
+}
+
+/// ZADD's work once the arguments are parsed (ZINCRBY is ZADD INCR).
+fn add(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    f: &AddFlags,
+    pairs: &[(f64, &[u8])],
+    out: &mut Out,
+) -> CmdResult<()> {
     let old = tx.begin_typed(key, Type::ZSet)?;
     let (mut added, mut changed) = (0u64, 0u64);
     let mut incr_result = None;
-    for (score, member) in pairs {
+    for &(score, member) in pairs {
         let prev = if old.is_some() || added > 0 {
             member_score(tx, key, member)?
         } else {
@@ -215,6 +315,11 @@ fn zadd(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         let count = old.as_ref().map_or(0, Meta::count) + added;
         let exp = old.as_ref().and_then(|m| m.expire_at);
         tx.set_meta(key, old.as_ref(), &Meta::collection(Type::ZSet, count, exp));
+    } else if changed > 0 {
+        // Scores changed: a change for WATCH and for clients blocked on the key.
+        if let Some(m) = old.as_ref() {
+            tx.set_meta(key, Some(m), m);
+        }
     }
     if f.incr {
         match incr_result {
@@ -237,116 +342,12 @@ fn zrem(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let mut removed = 0u64;
     for member in c.args().skip(2) {
         if let Some(s) = member_score(tx, key, member)? {
-            tx.delete(score_key(key, s, member));
-            tx.delete(sub_key(NS_ZMEMBER, key, member));
+            delete_member(tx, key, member, s);
             removed += 1;
         }
     }
     tx.shrink(key, &old, removed)?;
     reply::int(out, i64::try_from(removed).unwrap_or(i64::MAX));
-    Ok(())
-}
-
-/// A score bound: `(1.5` is exclusive, `-inf`/`+inf` unbounded.
-fn bound(arg: &[u8]) -> CmdResult<(f64, bool)> {
-    let bad = || CmdError::err("min or max is not a float");
-    match arg.strip_prefix(b"(") {
-        Some(rest) => Ok((float_arg(rest).map_err(|_| bad())?, true)),
-        None => Ok((float_arg(arg).map_err(|_| bad())?, false)),
-    }
-}
-
-/// Members of `key` with scores in `[min, max]`, in score order, skipping `offset`
-/// and stopping after `count` (negative: all). Calls `f(member, score)`.
-fn for_range(
-    tx: &Tx<'_>,
-    key: &[u8],
-    min: (f64, bool),
-    max: (f64, bool),
-    offset: usize,
-    count: i64,
-    mut f: impl FnMut(Vec<u8>, f64),
-) -> CmdResult<()> {
-    if tx.typed(key, Type::ZSet)?.is_none() || min.0 > max.0 || count == 0 {
-        return Ok(());
-    }
-    let prefix = sub_prefix(NS_ZSCORE, key);
-    let mut lo = prefix.clone();
-    lo.extend_from_slice(&sortable_score(min.0));
-    let mut hi_p = prefix.clone();
-    hi_p.extend_from_slice(&sortable_score(max.0));
-    let hi = prefix_end(&hi_p).map_or(Bound::Unbounded, Bound::Excluded);
-    let (mut skipped, mut taken) = (0usize, 0i64);
-    for kv in tx.range(Bound::Included(lo), hi)? {
-        let (k, _) = kv?;
-        let rest = &k[prefix.len()..];
-        let Some((sb, member)) = rest.split_first_chunk::<8>() else {
-            continue;
-        };
-        let s = unsortable_score(*sb);
-        if (min.1 && s <= min.0) || (max.1 && s >= max.0) {
-            continue;
-        }
-        if skipped < offset {
-            skipped += 1;
-            continue;
-        }
-        f(member.to_vec(), s);
-        taken += 1;
-        if count > 0 && taken >= count {
-            break;
-        }
-    }
-    Ok(())
-}
-
-fn zrangebyscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
-    let (min, max) = (bound(c.arg(2))?, bound(c.arg(3))?);
-    let (mut withscores, mut offset, mut count) = (false, 0usize, -1i64);
-    let mut i = 4;
-    while i < c.len() {
-        if is(c.arg(i), "withscores") {
-            withscores = true;
-            i += 1;
-        } else if is(c.arg(i), "limit") && i + 2 < c.len() {
-            let o = int_arg(c.arg(i + 1))?;
-            count = int_arg(c.arg(i + 2))?;
-            let Ok(o) = usize::try_from(o) else {
-                // Redis answers an empty array for a negative offset.
-                reply::array_header(out, 0);
-                return Ok(());
-            };
-            offset = o;
-            i += 3;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    let mut items = Vec::new();
-    for_range(tx, c.arg(1), min, max, offset, count, |m, s| {
-        items.push((m, s));
-    })?;
-    // RESP3 (like Redis 7) nests each member with its score.
-    let nested = withscores && out.resp3;
-    let flat = if withscores && !nested { 2 } else { 1 };
-    reply::array_header(out, items.len() * flat);
-    for (m, s) in items {
-        if nested {
-            reply::array_header(out, 2);
-        }
-        reply::bulk(out, &m);
-        if withscores {
-            reply::double(out, s);
-        }
-    }
-    Ok(())
-}
-
-fn zcount(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
-    let (min, max) = (bound(c.arg(2))?, bound(c.arg(3))?);
-    let mut n = 0i64;
-    for_range(tx, c.arg(1), min, max, 0, -1, |_, _| n += 1)?;
-    reply::int(out, n);
     Ok(())
 }
 
@@ -370,6 +371,79 @@ fn zscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         None => reply::nil(out),
     }
     Ok(())
+}
+
+fn zmscore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    let key = c.arg(1);
+    let live = tx.typed(key, Type::ZSet)?.is_some();
+    reply::array_header(out, c.len() - 2);
+    for member in c.args().skip(2) {
+        match live
+            .then(|| member_score(tx, key, member))
+            .transpose()?
+            .flatten()
+        {
+            Some(s) => reply::double(out, s),
+            None => reply::nil(out),
+        }
+    }
+    Ok(())
+}
+
+/// The rank of `member` counted from the low end (`rev`: from the high end). Walks
+/// the score index from both ends at once and stops when either end reaches the
+/// member: O(min(rank, N - rank)) entries.
+fn rank(tx: &Tx<'_>, key: &[u8], member: &[u8], rev: bool) -> CmdResult<Option<usize>> {
+    let Some(meta) = tx.typed(key, Type::ZSet)? else {
+        return Ok(None);
+    };
+    let Some(s) = member_score(tx, key, member)? else {
+        return Ok(None);
+    };
+    let n = usize::try_from(meta.count()).unwrap_or(usize::MAX);
+    let prefix = sub_prefix(NS_ZSCORE, key);
+    let at = score_key(key, s, member);
+    let hi = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let mut below = tx.range(Bound::Included(prefix), Bound::Excluded(at.clone()))?;
+    let mut above = tx.range_rev(Bound::Excluded(at), hi)?;
+    let (mut nb, mut na) = (0usize, 0usize);
+    let from_low = loop {
+        match below.next() {
+            None => break nb,
+            Some(kv) => {
+                kv?;
+                nb += 1;
+            }
+        }
+        match above.next() {
+            None => break n.saturating_sub(1).saturating_sub(na),
+            Some(kv) => {
+                kv?;
+                na += 1;
+            }
+        }
+    };
+    Ok(Some(if rev {
+        n.saturating_sub(1).saturating_sub(from_low)
+    } else {
+        from_low
+    }))
+}
+
+fn rank_cmd(tx: &Tx<'_>, c: &Command, out: &mut Out, rev: bool) -> CmdResult<()> {
+    match rank(tx, c.arg(1), c.arg(2), rev)? {
+        Some(r) => reply::int(out, len_i64(r)),
+        None => reply::nil(out),
+    }
+    Ok(())
+}
+
+fn zrank(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    rank_cmd(tx, c, out, false)
+}
+
+fn zrevrank(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    rank_cmd(tx, c, out, true)
 }
 
 fn zscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
@@ -425,5 +499,56 @@ mod tests {
         k.expect(&["ZREM", "z", "a", "x"], ":1\r\n");
         k.expect(&["ZREM", "z", "b", "c"], ":2\r\n");
         k.expect(&["EXISTS", "z"], ":0\r\n");
+    }
+
+    #[test]
+    fn incr_mscore_rank() {
+        let mut k = Kit::new();
+        k.expect(&["ZINCRBY", "z", "1.5", "a"], "$3\r\n1.5\r\n");
+        k.expect(
+            &["ZINCRBY", "z", "x", "a"],
+            "-ERR value is not a valid float\r\n",
+        );
+        k.int(&["ZADD", "z", "1", "b", "3", "c", "3", "d"]);
+        k.expect(&["ZINCRBY", "z", "+inf", "e"], "$3\r\ninf\r\n");
+        k.expect(
+            &["ZINCRBY", "z", "-inf", "e"],
+            "-ERR resulting score is not a number (NaN)\r\n",
+        );
+        k.expect(
+            &["ZMSCORE", "z", "a", "nope", "c"],
+            "*3\r\n$3\r\n1.5\r\n$-1\r\n$1\r\n3\r\n",
+        );
+        k.expect(&["ZMSCORE", "none", "a"], "*1\r\n$-1\r\n");
+        // Order: b(1) a(1.5) c(3) d(3) e(inf).
+        k.expect(&["ZRANK", "z", "b"], ":0\r\n");
+        k.expect(&["ZRANK", "z", "d"], ":3\r\n");
+        k.expect(&["ZREVRANK", "z", "e"], ":0\r\n");
+        k.expect(&["ZREVRANK", "z", "c"], ":2\r\n");
+        k.expect(&["ZRANK", "z", "nope"], "$-1\r\n");
+        k.expect(&["ZRANK", "none", "a"], "$-1\r\n");
+        k.ok(&["SET", "s", "x"]);
+        k.expect(
+            &["ZRANK", "s", "a"],
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        );
+    }
+
+    #[test]
+    fn ranks_match_positions() {
+        let mut k = Kit::new();
+        for i in 0..41 {
+            // Scores repeat, so ties are ordered by member.
+            k.int(&["ZADD", "z", &((i * 7) % 5).to_string(), &format!("m{i}")]);
+        }
+        let order = k.strings(&["ZRANGE", "z", "0", "-1"]);
+        assert_eq!(order.len(), 41);
+        for (pos, m) in order.iter().enumerate() {
+            assert_eq!(k.int(&["ZRANK", "z", m]), i64::try_from(pos).unwrap_or(0));
+            assert_eq!(
+                k.int(&["ZREVRANK", "z", m]),
+                i64::try_from(40 - pos).unwrap_or(0)
+            );
+        }
     }
 }

@@ -1,0 +1,53 @@
+//! CLIENT LIST's query-buffer fields over real sockets: a client's buffer is
+//! published as `qbuf`/`qbuf-free`, a big argument does not pin a big buffer, and an
+//! idle client gives its buffer back (Redis's behaviour, checked by its querybuf unit).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Client, Server};
+
+/// `qbuf + qbuf-free` of the client named `name`.
+fn query_buffer(r: &mut Client, name: &str) -> u64 {
+    let list = r.cmd(&["CLIENT", "LIST"]).text();
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {list}"));
+    let field = |f: &str| -> u64 {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(f))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {f} in {line}"))
+    };
+    field("qbuf=") + field("qbuf-free=")
+}
+
+#[test]
+fn query_buffer_is_published_fitted_and_trimmed_when_idle() {
+    let srv = Server::start(&[]);
+    let mut r = srv.connect();
+    let mut c = srv.connect();
+    c.cmd(&["CLIENT", "SETNAME", "probe"]);
+    let small = query_buffer(&mut r, "probe");
+    assert!((16384..32768).contains(&small), "{small}");
+
+    let big = "A".repeat(400_000);
+    c.cmd(&["SET", "x", &big]);
+    let after_big = query_buffer(&mut r, "probe");
+    assert!(after_big > 32768, "{after_big}");
+    // Small commands for a while: the buffer is fitted to them again.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while query_buffer(&mut r, "probe") >= after_big {
+        assert!(Instant::now() < deadline, "never shrank from {after_big}");
+        c.cmd(&["SET", "x", "y"]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Idle for over two seconds: given back.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while query_buffer(&mut r, "probe") != 0 {
+        assert!(Instant::now() < deadline, "idle buffer never freed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
