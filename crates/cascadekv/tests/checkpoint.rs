@@ -14,11 +14,8 @@ fn tmp(name: &str) -> std::path::PathBuf {
     d
 }
 
-/// A store whose FastStore is never switched while these tests run (a read-only
-/// spell would otherwise flush it in the background, and a close that finds an
-/// immutable FastStore still waiting for its flush flushes it first: then the
-/// checkpoint holds fewer entries than the model, which `records > 0` still allows,
-/// but the test means the common case).
+/// A store whose FastStore is not flushed behind the tests' back (a read-only spell
+/// would flush it in the background), so every reopen has entries to load.
 fn opts() -> Options {
     Options {
         pool_size: 64 << 20,
