@@ -122,11 +122,16 @@ fn a_damaged_checkpoint_is_replaced_by_a_replay() -> cascadekv::Result<()> {
     drop(db);
     let found = heads(&dir);
     assert_eq!(found.len(), 1, "one checkpoint after a clean close");
-    for (i, off) in [found[0] + 9, found[0] + 64 + 40, found[0] + 64 + 5000]
-        .iter()
-        .enumerate()
-    {
-        // Flip a byte of a fresh copy each time: head, list of segments, entries.
+    // One bit of a fresh copy each time: the checkpoint's chunk header (64 bytes before
+    // its head: a redundant checkpoint's damage must not refuse the open), its head,
+    // its list of segments, an entry.
+    let spots = [
+        found[0] - 44,
+        found[0] + 9,
+        found[0] + 64 + 40,
+        found[0] + 64 + 5000,
+    ];
+    for (i, off) in spots.iter().enumerate() {
         let mut b = std::fs::read(dir.join("pool")).unwrap_or_else(|e| panic!("read: {e}"));
         let copy = tmp(&format!("damaged-{i}"));
         std::fs::create_dir_all(&copy).unwrap_or_else(|e| panic!("mkdir: {e}"));
@@ -135,8 +140,8 @@ fn a_damaged_checkpoint_is_replaced_by_a_replay() -> cascadekv::Result<()> {
         let db = Db::open(&copy, opts())?;
         assert!(
             !db.recovery_info().from_checkpoint,
-            "flip at +{}",
-            off - found[0]
+            "flip at {} from the head",
+            i64::try_from(*off).unwrap_or(0) - i64::try_from(found[0]).unwrap_or(0)
         );
         check(&db, &model)?;
         db.close()?;

@@ -87,7 +87,7 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         opts.log_slots,
         opts.sync_group_size,
     ));
-    let max_lsn = restore_faststore(&pool, &fs, &disc.checkpoints, &live, &opts, &mut info)?;
+    let max_lsn = restore_faststore(&pool, &fs, &disc, &live, &opts, &mut info)?;
     info.logs = live.len() as u64;
     info.tables = state.all_lsts().count() as u64;
     let topts = TableOptions {

@@ -24,7 +24,7 @@ use crate::faststore::{checkpoint, entry_dram, FastStore, Val, Version};
 use crate::log::record::value_len;
 use crate::log::{self, Discovery, Kind, LogInfo, TornTail};
 use crate::manifest::ManifestState;
-use crate::pmem::{ChunkHeader, ChunkKind, Pool, CHUNK_HEADER_LEN};
+use crate::pmem::{ChunkKind, Pool, CHUNK_HEADER_LEN};
 use crate::stablestore::StableStore;
 use crate::table::{Lst, LstMeta, TableChunk, TableSet};
 use crate::value::ValuePtr;
@@ -217,7 +217,7 @@ pub(super) fn release_unreferenced(
 pub(super) fn restore_faststore(
     pool: &Arc<Pool>,
     fs: &Arc<FastStore>,
-    checkpoints: &[(ChunkHeader, u64)],
+    disc: &crate::log::Discovery,
     live: &[LogInfo],
     opts: &Options,
     info: &mut RecoveryInfo,
@@ -226,7 +226,8 @@ pub(super) fn restore_faststore(
         .iter()
         .flat_map(|l| l.segments.iter().map(|s| (s.chunk, s.span)))
         .collect();
-    match checkpoint::take(pool, fs, checkpoints, info.clean_shutdown, &live_segs)? {
+    let (found, damaged) = (&disc.checkpoints, &disc.damaged_checkpoints);
+    match checkpoint::take(pool, fs, found, damaged, info.clean_shutdown, &live_segs)? {
         Ok(cp) => {
             info.records = cp.entries;
             info.from_checkpoint = true;

@@ -199,17 +199,19 @@ pub(crate) fn write(pool: &Arc<Pool>, fs: &FastStore, max_lsn: u64) -> Result<bo
 
 /// At open: loads the checkpoint into `fs` if it stands for the `live` log segments
 /// (see the module doc), then frees every checkpoint chunk either way. `found` are the
-/// checkpoint chunks discovery met; `clean` whether the previous session closed
-/// cleanly. On `Ok(Ok(_))` the index holds the checkpoint's entries; otherwise it is
+/// checkpoint chunks discovery met, `damaged` those whose header it had to correct
+/// (never used); `clean` whether the previous session closed cleanly. On `Ok(Ok(_))` the index holds the checkpoint's entries; otherwise it is
 /// empty and the caller replays.
 pub(crate) fn take(
     pool: &Pool,
     fs: &FastStore,
     found: &[(ChunkHeader, u64)],
+    damaged: &[(ChunkHeader, u64)],
     clean: bool,
     live: &[(u64, u64)],
 ) -> Result<std::result::Result<Loaded, Unused>> {
     let outcome = match (found, clean) {
+        _ if !damaged.is_empty() => Err(Unused::Invalid),
         ([], _) => Err(Unused::Absent),
         (_, false) => Err(Unused::NotClean),
         ([(h, c)], true) => check(pool, h, *c, live)
@@ -219,6 +221,7 @@ pub(crate) fn take(
     };
     let runs: Vec<(u64, u64)> = found
         .iter()
+        .chain(damaged)
         .map(|(h, c)| (*c, u64::from(h.span).max(1)))
         .collect();
     pool.free_chunks(&runs)?;

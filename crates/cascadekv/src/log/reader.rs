@@ -55,6 +55,9 @@ pub struct Discovery {
     pub others: Vec<(ChunkHeader, u64)>,
     /// FastStore checkpoints: (header, first chunk).
     pub checkpoints: Vec<(ChunkHeader, u64)>,
+    /// Checkpoints whose chunk header had one flipped bit (corrected): never used,
+    /// only freed — a checkpoint is redundant, so its damage must not refuse the open.
+    pub damaged_checkpoints: Vec<(ChunkHeader, u64)>,
 }
 
 /// Walks every allocated chunk, recording epochs in the pool as it goes. An allocated
@@ -85,6 +88,13 @@ pub fn discover_with(pool: &Pool, mut sink: Option<&mut dyn FnMut(Damage)>) -> R
                 let error =
                     Error::corruption(pool.path(), at, "allocated chunk has a damaged header");
                 let Some(s) = sink.as_mut() else {
+                    let fixed =
+                        ChunkHeader::decode_corrected(pool.mem().read(at, CHUNK_HEADER_LEN)?);
+                    if let Some(h) = fixed.filter(|h| h.kind == ChunkKind::Checkpoint) {
+                        d.damaged_checkpoints.push((h, c));
+                        c += u64::from(h.span).max(1);
+                        continue;
+                    }
                     return Err(error);
                 };
                 // A single flipped bit is corrected, so the chunk's own checksummed
