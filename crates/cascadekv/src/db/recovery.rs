@@ -228,7 +228,7 @@ pub(super) fn restore_faststore(
         .collect();
     let (found, damaged) = (&disc.checkpoints, &disc.damaged_checkpoints);
     match checkpoint::take(pool, fs, found, damaged, info.clean_shutdown, &live_segs)? {
-        Ok(cp) => {
+        Some(cp) => {
             info.records = cp.entries;
             info.from_checkpoint = true;
             fs.add_recovered(
@@ -240,7 +240,7 @@ pub(super) fn restore_faststore(
             );
             Ok(cp.max_lsn)
         }
-        Err(_) => replay_all(pool, fs, live, opts, info),
+        None => replay_all(pool, fs, live, opts, info),
     }
 }
 

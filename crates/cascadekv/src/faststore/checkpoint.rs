@@ -56,17 +56,6 @@ pub(crate) struct Loaded {
     pub max_lsn: u64,
 }
 
-/// Why a checkpoint was not used (for `RecoveryInfo` and tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Unused {
-    /// There was none.
-    Absent,
-    /// The previous session did not close cleanly.
-    NotClean,
-    /// More than one, a checksum failed, or it lists other log segments.
-    Invalid,
-}
-
 fn entry_len(key: &[u8], v: &Version) -> u64 {
     let val = match &v.val {
         Val::Tomb => 0,
@@ -200,8 +189,9 @@ pub(crate) fn write(pool: &Arc<Pool>, fs: &FastStore, max_lsn: u64) -> Result<bo
 /// At open: loads the checkpoint into `fs` if it stands for the `live` log segments
 /// (see the module doc), then frees every checkpoint chunk either way. `found` are the
 /// checkpoint chunks discovery met, `damaged` those whose header it had to correct
-/// (never used); `clean` whether the previous session closed cleanly. On `Ok(Ok(_))` the index holds the checkpoint's entries; otherwise it is
-/// empty and the caller replays.
+/// (never used); `clean` whether the previous session closed cleanly. On
+/// `Ok(Some(_))` the index holds the checkpoint's entries; otherwise it is empty and
+/// the caller replays.
 pub(crate) fn take(
     pool: &Pool,
     fs: &FastStore,
@@ -209,15 +199,13 @@ pub(crate) fn take(
     damaged: &[(ChunkHeader, u64)],
     clean: bool,
     live: &[(u64, u64)],
-) -> Result<std::result::Result<Loaded, Unused>> {
+) -> Result<Option<Loaded>> {
+    // Used only after a clean close, when it is the only one and none was damaged.
     let outcome = match (found, clean) {
-        _ if !damaged.is_empty() => Err(Unused::Invalid),
-        ([], _) => Err(Unused::Absent),
-        (_, false) => Err(Unused::NotClean),
-        ([(h, c)], true) => check(pool, h, *c, live)
-            .and_then(|body| load(fs, body))
-            .ok_or(Unused::Invalid),
-        _ => Err(Unused::Invalid),
+        ([(h, c)], true) if damaged.is_empty() => {
+            check(pool, h, *c, live).and_then(|b| load(fs, b))
+        }
+        _ => None,
     };
     let runs: Vec<(u64, u64)> = found
         .iter()
