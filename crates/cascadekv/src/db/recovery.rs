@@ -272,7 +272,9 @@ fn replay_all(
                         let end = log::replay(pool, log, |r, addr| {
                             let val = match r.kind {
                                 Kind::Delete => Val::Tomb,
-                                _ if r.value.len() <= inline => Val::inline(r.value),
+                                // A packed entry is never addressable: inline whatever
+                                // the threshold is now (log/packed.rs).
+                                _ if r.value.len() <= inline || r.packed => Val::inline(r.value),
                                 _ => Val::Addr(ValuePtr {
                                     addr,
                                     len: value_len(r.value),

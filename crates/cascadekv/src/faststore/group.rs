@@ -3,8 +3,10 @@
 //! A `Durability::Sync` write, once it has drawn its LSNs, *posts* its records here
 //! instead of appending them to its own log. Whoever then takes the group's leader lock
 //! becomes the *leader*: it steals up to `max` posted requests (its own among them),
-//! appends them all to **its own** thread-exclusive log — each request contiguous, a
-//! batch behind its `BatchHeader` when it was one — releases the leader lock **before**
+//! appends them all to **its own** thread-exclusive log — the requests whose values
+//! are all inline-sized packed into one record (FlatStore §3.2's compacted entries,
+//! `log/packed.rs`; up to `PACKED_MAX` bytes each, a request never split), the others
+//! one record per operation, a batch behind its `BatchHeader` — releases the leader lock **before**
 //! persisting (so the next group forms and appends while this one persists: the
 //! pipeline), persists its log once, and hands every request the addresses of its
 //! records. Each writer then indexes its own records as before (FluidKV Algorithm 1,
@@ -35,8 +37,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::write::Op;
 use super::LogSlot;
 use crate::error::{Error, Result};
+use crate::log::packed::PACKED_MAX;
 use crate::pmem::AllocClass;
 
 /// One posted write: owned copies of its records (the leader appends them).
@@ -46,6 +50,8 @@ pub(crate) struct Request {
     lsns: Vec<u64>,
     batch: bool,
     class: AllocClass,
+    /// Upper bound of its packed size when it may share a packed record.
+    packed: Option<usize>,
     /// `Some` once a leader appended and persisted it: its record addresses, or the
     /// error that stopped it (nothing of it is then indexed).
     done: Mutex<Option<Result<Vec<u64>>>>,
@@ -102,7 +108,9 @@ impl Group {
         lsns: &[u64],
         batch: bool,
         class: AllocClass,
+        inline: usize,
     ) -> Result<Vec<u64>> {
+        let packed = super::write::packed_bound(ops, inline).filter(|n| *n <= PACKED_MAX);
         let req = Arc::new(Request {
             ops: ops
                 .iter()
@@ -111,6 +119,7 @@ impl Group {
             lsns: lsns.to_vec(),
             batch,
             class,
+            packed,
             done: Mutex::new(None),
             thread: std::thread::current(),
         });
@@ -133,8 +142,7 @@ impl Group {
                     continue;
                 }
                 let log_before = slot.writer.bytes_written();
-                let mut appended: Vec<Result<Vec<u64>>> =
-                    stolen.iter().map(|r| append_request(slot, r)).collect();
+                let mut appended = append_group(slot, &stolen);
                 slot.unpublished_log += slot.writer.bytes_written() - log_before;
                 self.inflight.fetch_add(1, Ordering::AcqRel);
                 drop(lead);
@@ -180,13 +188,83 @@ impl Group {
     }
 }
 
-/// Appends one request's records to `slot`'s log (a batch behind its header).
-fn append_request(slot: &mut LogSlot, r: &Request) -> Result<Vec<u64>> {
-    let ops: Vec<(&[u8], Option<&[u8]>)> = r
-        .ops
+/// Appends a group's requests to `slot`'s log: the packable ones packed, as few records
+/// as `PACKED_MAX` allows (each request whole in one), the others a record per
+/// operation. Returns each request's record addresses (or error), in `stolen` order.
+fn append_group(slot: &mut LogSlot, stolen: &[Arc<Request>]) -> Vec<Result<Vec<u64>>> {
+    let mut out: Vec<Option<Result<Vec<u64>>>> = stolen.iter().map(|_| None).collect();
+    let mut pack: Vec<usize> = Vec::new();
+    let mut pack_len = 0usize;
+    for (i, r) in stolen.iter().enumerate() {
+        match r.packed {
+            Some(n) => {
+                if pack_len + n > PACKED_MAX {
+                    append_pack(slot, stolen, &pack, &mut out);
+                    pack.clear();
+                    pack_len = 0;
+                }
+                pack.push(i);
+                pack_len += n;
+            }
+            None => out[i] = Some(append_request(slot, r)),
+        }
+    }
+    append_pack(slot, stolen, &pack, &mut out);
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Internal("request left unappended".into()))))
+        .collect()
+}
+
+/// Appends the requests `pack` (indexes into `stolen`) as one packed record, or each as
+/// plain records when they hold fewer than two operations in all.
+fn append_pack(
+    slot: &mut LogSlot,
+    stolen: &[Arc<Request>],
+    pack: &[usize],
+    out: &mut [Option<Result<Vec<u64>>>],
+) {
+    let ops: Vec<Vec<Op<'_>>> = pack.iter().map(|&i| borrowed(&stolen[i])).collect();
+    if ops.iter().map(Vec::len).sum::<usize>() < 2 {
+        for &i in pack {
+            out[i] = Some(append_request(slot, &stolen[i]));
+        }
+        return;
+    }
+    let parts: Vec<(&[Op<'_>], &[u64])> = pack
+        .iter()
+        .zip(&ops)
+        .map(|(&i, o)| (o.as_slice(), stolen[i].lsns.as_slice()))
+        .collect();
+    match super::write::append_packed(slot, &parts, stolen[pack[0]].class) {
+        Ok(addr) => {
+            for &i in pack {
+                out[i] = Some(Ok(vec![addr; stolen[i].ops.len()]));
+            }
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            for &i in pack {
+                out[i] = Some(Err(Error::io(
+                    "appending a packed group of synchronous writes",
+                    std::io::Error::other(msg.clone()),
+                )));
+            }
+        }
+    }
+}
+
+fn borrowed(r: &Request) -> Vec<Op<'_>> {
+    r.ops
         .iter()
         .map(|(k, v)| (k.as_slice(), v.as_deref()))
-        .collect();
-    let addrs = super::write::append(slot, &ops, &r.lsns, r.batch, false, r.class)?;
+        .collect()
+}
+
+/// Appends one request's records to `slot`'s log, a record per operation (a batch
+/// behind its header).
+fn append_request(slot: &mut LogSlot, r: &Request) -> Result<Vec<u64>> {
+    let ops = borrowed(r);
+    let mut addrs = super::write::LsnBuf::default();
+    super::write::append_plain(slot, &ops, &r.lsns, r.batch, r.class, &mut addrs)?;
     Ok(addrs.as_slice().to_vec())
 }

@@ -61,6 +61,8 @@ pub(crate) struct LogSlot {
     pub unpublished_log: u64,
     /// Key and value bytes written through this slot (for write amplification).
     pub user_bytes: u64,
+    /// Scratch for the value of a packed record (`log/packed.rs`), kept to reuse.
+    pub packed: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -116,6 +118,7 @@ impl FastStore {
                     unpublished: 0,
                     unpublished_log: 0,
                     user_bytes: 0,
+                    packed: Vec::new(),
                 }))
             })
             .collect();

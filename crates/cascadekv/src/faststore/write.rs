@@ -7,7 +7,9 @@
 //! 3. draw an LSN per key from the key's stripe, then check the frozen flag again (both
 //!    `SeqCst`): a write that lands here drew its LSNs before the switch, so every write
 //!    to a newer FastStore has a larger LSN for the same key;
-//! 4. append the records to the thread-exclusive log (a batch behind a `BatchHeader`),
+//! 4. append the records to the thread-exclusive log — two or more inline-sized
+//!    operations as one packed record (FlatStore §3.2, `log/packed.rs`), otherwise a
+//!    record each (a batch behind a `BatchHeader`) —
 //!    and persist them if the write is synchronous — or, for a synchronous write with
 //!    `Options::sync_group_size` > 1, post them to the FastStore's group, whose leader
 //!    appends a whole group to its own log and persists it once (`group.rs`);
@@ -31,6 +33,7 @@ use super::lsn::Lsns;
 use super::{entry_dram, FastStore, LogSlot, PutOutcome, Val, Version};
 use crate::epoch::Snapshots;
 use crate::error::Result;
+use crate::log::packed::{self, PACKED_MAX};
 use crate::log::record::{value_len, Kind, RecordIn};
 use crate::pmem::AllocClass;
 use crate::value::ValuePtr;
@@ -98,16 +101,28 @@ impl FastStore {
         let addrs = if sync && self.group.enabled() {
             // Horizontal batching (`group.rs`): a leader appends and persists it.
             let mut b = LsnBuf::default();
-            for a in self
-                .group
-                .commit(&mut slot, ops, lsns.as_slice(), batch, class)?
-            {
+            for a in self.group.commit(
+                &mut slot,
+                ops,
+                lsns.as_slice(),
+                batch,
+                class,
+                cx.inline_threshold,
+            )? {
                 b.push(a);
             }
             b
         } else {
             let log_before = slot.writer.bytes_written();
-            let a = append(&mut slot, ops, lsns.as_slice(), batch, sync, class)?;
+            let a = append(
+                &mut slot,
+                ops,
+                lsns.as_slice(),
+                batch,
+                sync,
+                class,
+                cx.inline_threshold,
+            )?;
             slot.unpublished_log += slot.writer.bytes_written() - log_before;
             a
         };
@@ -146,7 +161,23 @@ impl FastStore {
     }
 }
 
-/// Appends the records of one write to the slot's log; returns their addresses.
+/// Upper bound of the packed size of `ops` when every value is at most `inline` bytes
+/// (so they may share a packed record, `log/packed.rs`); `None` otherwise.
+pub(super) fn packed_bound(ops: &[Op<'_>], inline: usize) -> Option<usize> {
+    let mut n = 0usize;
+    for (k, v) in ops {
+        if v.is_some_and(|v| v.len() > inline) {
+            return None;
+        }
+        // op + the longest LSN delta + the lengths + the bytes.
+        n += 1 + 10 + 2 * 3 + k.len() + v.map_or(0, <[u8]>::len);
+    }
+    Some(n)
+}
+
+/// Appends the records of one write to the slot's log; returns their addresses. A
+/// write of two or more inline-sized operations becomes one packed record (FlatStore
+/// §3.2); otherwise one record per operation, a batch behind its `BatchHeader`.
 pub(super) fn append(
     slot: &mut LogSlot,
     ops: &[Op<'_>],
@@ -154,8 +185,33 @@ pub(super) fn append(
     batch: bool,
     sync: bool,
     class: AllocClass,
+    inline: usize,
 ) -> Result<LsnBuf> {
     let mut addrs = LsnBuf::default();
+    let packable = ops.len() >= 2 && packed_bound(ops, inline).is_some_and(|n| n <= PACKED_MAX);
+    if packable {
+        let addr = append_packed(slot, &[(ops, lsns)], class)?;
+        for _ in ops {
+            addrs.push(addr);
+        }
+    } else {
+        append_plain(slot, ops, lsns, batch, class, &mut addrs)?;
+    }
+    if sync {
+        slot.writer.sync()?;
+    }
+    Ok(addrs)
+}
+
+/// Appends one record per operation (a batch behind its header) to the slot's log.
+pub(super) fn append_plain(
+    slot: &mut LogSlot,
+    ops: &[Op<'_>],
+    lsns: &[u64],
+    batch: bool,
+    class: AllocClass,
+    addrs: &mut LsnBuf,
+) -> Result<()> {
     if batch {
         let count = u32::try_from(ops.len())
             .map_err(|_| crate::Error::invalid("batch has more than 2^32-1 operations"))?
@@ -181,14 +237,45 @@ pub(super) fn append(
         };
         addrs.push(slot.writer.append(&rec, class)?);
     }
-    if sync {
-        slot.writer.sync()?;
-    }
-    slot.user_bytes += ops
+    slot.user_bytes += user_bytes(ops);
+    Ok(())
+}
+
+/// Appends the writes `parts` (operations with their LSNs; every value inline-sized,
+/// at least two operations in all) as one packed record; returns its address.
+pub(super) fn append_packed(
+    slot: &mut LogSlot,
+    parts: &[(&[Op<'_>], &[u64])],
+    class: AllocClass,
+) -> Result<u64> {
+    let base = parts
         .iter()
+        .find_map(|(_, l)| l.first().copied())
+        .unwrap_or(0);
+    let mut buf = std::mem::take(&mut slot.packed);
+    buf.clear();
+    for (ops, lsns) in parts {
+        for ((k, v), lsn) in ops.iter().zip(lsns.iter()) {
+            packed::push(&mut buf, *lsn, base, k, *v);
+        }
+        slot.user_bytes += user_bytes(ops);
+    }
+    let rec = RecordIn {
+        kind: Kind::Packed,
+        lsn: base,
+        in_batch: false,
+        key: &[],
+        value: &buf,
+    };
+    let at = slot.writer.append(&rec, class);
+    slot.packed = buf;
+    at
+}
+
+fn user_bytes(ops: &[Op<'_>]) -> u64 {
+    ops.iter()
         .map(|(k, v)| (k.len() + v.map_or(0, <[u8]>::len)) as u64)
-        .sum::<u64>();
-    Ok(addrs)
+        .sum()
 }
 
 /// A list of u64 that stays on the stack for single writes (no allocation on the hot
@@ -201,7 +288,7 @@ pub(super) struct LsnBuf {
 }
 
 impl LsnBuf {
-    fn push(&mut self, v: u64) {
+    pub(super) fn push(&mut self, v: u64) {
         if self.len == 0 {
             self.one[0] = v;
         } else {

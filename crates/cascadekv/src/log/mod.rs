@@ -1,5 +1,6 @@
 //! Thread-exclusive logs on the fast tier: record format, writer, reader.
 
+pub(crate) mod packed;
 pub(crate) mod reader;
 pub(crate) mod record;
 pub(crate) mod writer;

@@ -16,6 +16,7 @@
 use crate::coding::usize_from;
 use std::collections::BTreeMap;
 
+use super::packed;
 use super::record::{self, batch_count, decode, Invalid, Kind, RecordOut};
 use crate::error::{Error, Result};
 use crate::pmem::{ChunkHeader, ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
@@ -360,6 +361,32 @@ fn replay_with<'p>(
                         end.torn_batch_records += recs.len() as u64;
                     }
                     pending = Some((batch_count(&rec), Vec::new()));
+                }
+                Kind::Packed => {
+                    // Atomic by its one checksum (decode validated every entry); like a
+                    // plain write it ends an unfinished batch before it.
+                    if let Some((_, recs)) = pending.take() {
+                        end.torn_batch_records += recs.len() as u64;
+                    }
+                    for e in packed::entries(rec.value, rec.lsn).flatten() {
+                        let r = RecordOut {
+                            kind: if e.value.is_some() {
+                                Kind::Put
+                            } else {
+                                Kind::Delete
+                            },
+                            lsn: e.lsn,
+                            in_batch: false,
+                            mark: None,
+                            key: e.key,
+                            value: e.value.unwrap_or(&[]),
+                            len: rec.len,
+                            packed: true,
+                        };
+                        end.max_lsn = end.max_lsn.max(e.lsn);
+                        f(&r, addr)?;
+                        end.records += 1;
+                    }
                 }
                 Kind::Put | Kind::Delete => match pending.as_mut() {
                     Some((n, recs)) if rec.in_batch => {

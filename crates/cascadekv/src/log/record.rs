@@ -50,6 +50,9 @@ pub enum Kind {
     Pad = 4,
     /// The segment ends here; the log continues in the segment with the next seq.
     End = 5,
+    /// Several small puts and deletes packed into one record (`packed.rs`); its value
+    /// holds the entries, the LSN field the LSN they are stored relative to.
+    Packed = 6,
 }
 
 impl Kind {
@@ -60,6 +63,7 @@ impl Kind {
             3 => Some(Kind::BatchHeader),
             4 => Some(Kind::Pad),
             5 => Some(Kind::End),
+            6 => Some(Kind::Packed),
             _ => None,
         }
     }
@@ -95,8 +99,11 @@ pub struct RecordOut<'a> {
     pub key: &'a [u8],
     /// Value bytes.
     pub value: &'a [u8],
-    /// Encoded length including padding.
+    /// Encoded length including padding (of the packed record, for an entry of one).
     pub len: u64,
+    /// An entry of a packed record ([`super::reader`] hands those over one by one):
+    /// its value is inline-sized and no value pointer may name its address.
+    pub packed: bool,
 }
 
 /// The length of a value a record carries, as its 27-bit header field holds it. Values
@@ -249,6 +256,7 @@ fn decode_seal(
         key: &[],
         value: &[],
         len: SEAL_LEN,
+        packed: false,
     })
 }
 
@@ -289,7 +297,8 @@ const CORRECT_MAX: usize = 8 << 10;
 /// again, and returns the corrected record's key (empty for a record without one).
 /// CRC-32C detects every 1- to 3-bit error at these lengths, so a single-bit
 /// correction that validates is the record as written: the key it names is certain.
-/// Used only to *name* what was lost (verify, repair); replay never corrects.
+/// Used only to *name* what was lost (verify, repair); replay never corrects. `None`
+/// for a packed record (its keys are many).
 #[must_use]
 pub fn correct_one_bit(buf: &[u8], epoch: u64) -> Option<Vec<u8>> {
     let (key_len, value_len) = header_lens(buf)?;
@@ -307,7 +316,9 @@ pub fn correct_one_bit(buf: &[u8], epoch: u64) -> Option<Vec<u8>> {
         scratch[i / 8] ^= 1 << (i % 8);
         if let Ok(r) = decode(&scratch, epoch) {
             if usize_from(r.len) > i / 8 {
-                return Some(r.key.to_vec());
+                // A packed record held many keys, which one key cannot name: reported
+                // as unknown keys (repair then flags what it kept from older sources).
+                return (r.kind != Kind::Packed).then(|| r.key.to_vec());
             }
         }
         scratch[i / 8] ^= 1 << (i % 8);
@@ -376,6 +387,7 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
             key: &[],
             value: &[],
             len,
+            packed: false,
         });
     }
     let has_mark = kf & FLAG_MARK != 0;
@@ -407,6 +419,11 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
     if matches!(kind, Kind::Put | Kind::Delete) && key_len == 0 {
         return Err(Invalid::BadHeader);
     }
+    if kind == Kind::Packed
+        && (key_len != 0 || kf & FLAG_IN_BATCH != 0 || !super::packed::valid(value, lsn))
+    {
+        return Err(Invalid::BadHeader);
+    }
     Ok(RecordOut {
         kind,
         lsn,
@@ -415,6 +432,7 @@ pub fn decode(buf: &[u8], epoch: u64) -> Result<RecordOut<'_>, Invalid> {
         key,
         value,
         len,
+        packed: false,
     })
 }
 
