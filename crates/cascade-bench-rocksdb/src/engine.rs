@@ -105,6 +105,20 @@ impl Engine for RocksEngine {
         Ok(())
     }
 
+    fn put_batch(&self, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String> {
+        let mut b = rocksdb::WriteBatch::default();
+        let mut bytes = 0;
+        for (k, v) in pairs {
+            b.put(k, v);
+            bytes += k.len() + v.len();
+        }
+        self.db
+            .write_opt(b, &self.write_opts)
+            .map_err(|e| e.to_string())?;
+        self.user_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         self.db.get(key).map_err(|e| e.to_string())
     }

@@ -35,6 +35,12 @@ pub trait Engine: Send + Sync {
     ///
     /// The engine's error, as text.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    /// Sets every pair of `pairs` atomically, as one write batch (`fillbatch`).
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text.
+    fn put_batch(&self, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String>;
     /// Reads a key.
     ///
     /// # Errors
@@ -117,6 +123,16 @@ impl Engine for CascadeEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
         self.db
             .put_with(key, value, self.durability)
+            .map_err(|e| e.to_string())
+    }
+
+    fn put_batch(&self, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), String> {
+        let mut b = cascadekv::WriteBatch::new();
+        for (k, v) in pairs {
+            b.put(k.as_slice(), v.as_slice());
+        }
+        self.db
+            .write_with(&b, self.durability)
             .map_err(|e| e.to_string())
     }
 

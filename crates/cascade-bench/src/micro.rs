@@ -32,6 +32,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Entries read by one `seekrandom` / YCSB scan upper bound.
     pub scan_len: usize,
+    /// Pairs per write batch in `fillbatch`.
+    pub write_batch: usize,
     /// YCSB-style keys (`user` + hashed number) instead of fixed-width binary keys.
     pub ycsb_keys: bool,
     /// Request distribution override for YCSB workloads ("zipfian", "uniform", "latest").
@@ -102,6 +104,27 @@ fn put(
     Ok(Outcome::default())
 }
 
+/// Writes key numbers `range` (mixed) as one atomic batch.
+fn put_batch(
+    e: &dyn Engine,
+    cfg: &BenchConfig,
+    ctx: &mut Ctx,
+    range: std::ops::Range<u64>,
+) -> Result<Outcome, String> {
+    let mut pairs = Vec::new();
+    for j in range {
+        cfg.key(mix(j), &mut ctx.key);
+        make_value(j ^ cfg.seed, cfg.value_len(j), &mut ctx.value);
+        pairs.push((ctx.key.clone(), ctx.value.clone()));
+    }
+    e.put_batch(&pairs)?;
+    Ok(Outcome {
+        found: true,
+        entries: pairs.len() as u64,
+        stop: false,
+    })
+}
+
 /// True if `name` is a micro workload.
 #[must_use]
 pub fn is_micro(name: &str) -> bool {
@@ -109,6 +132,7 @@ pub fn is_micro(name: &str) -> bool {
         name,
         "fillseq"
             | "fillrandom"
+            | "fillbatch"
             | "overwrite"
             | "readrandom"
             | "readseq"
@@ -142,6 +166,17 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
     let r = match name {
         "fillseq" => phase(Amount::Ops(num), &|c, i| put(e, cfg, c, i, i)),
         "fillrandom" => phase(Amount::Ops(num), &|c, i| put(e, cfg, c, i, mix(i))),
+        "fillbatch" => {
+            // `num` random keys in atomic batches of `write_batch` pairs; like db_bench
+            // every pair counts as an operation (latencies are per batch).
+            let per = cfg.write_batch.max(1) as u64;
+            let mut r = phase(Amount::Ops(num.div_ceil(per)), &|c, i| {
+                put_batch(e, cfg, c, i * per..((i + 1) * per).min(num))
+            });
+            r.ops = r.entries;
+            r.ops_per_sec = r.ops as f64 / r.seconds.max(1e-9);
+            r
+        }
         "overwrite" => phase(cfg.amount(), &|c, i| {
             let n = c.rng.below(num.max(1));
             put(e, cfg, c, i, mix(n))

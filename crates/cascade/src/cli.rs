@@ -220,11 +220,12 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
 struct BenchArgs {
     /// Engines, run one after another on the same settings: cascade,
     /// cascade-nocleaning (log cleaning off), cascade-vb (each thread persists its own
-    /// synchronous writes: no batching across threads), dram-index,
+    /// synchronous writes: no batching across threads), cascade-plain (a log record per
+    /// operation: no packed records), dram-index,
     /// rocksdb (needs a build with `--features rocksdb`). Ratios are against the first.
     #[arg(long, default_value = "cascade")]
     engine: String,
-    /// Workloads in order. YCSB: load, a, b, c, d, e, f. Micro: fillseq, fillrandom,
+    /// Workloads in order. YCSB: load, a, b, c, d, e, f. Micro: fillseq, fillrandom, fillbatch,
     /// overwrite, readrandom, readseq, readmissing, seekrandom, deleterandom. Also
     /// settle (flush + compact everything).
     #[arg(long, default_value = "fillrandom,readrandom")]
@@ -263,6 +264,9 @@ struct BenchArgs {
     /// Entries per seekrandom / readseq batch.
     #[arg(long, default_value_t = 100)]
     scan_len: usize,
+    /// Pairs per atomic write batch in `fillbatch`.
+    #[arg(long, default_value_t = 16)]
+    write_batch: usize,
     /// buffered or sync.
     #[arg(long, default_value = "buffered")]
     durability: String,
@@ -352,11 +356,19 @@ fn open_engine(
             };
             Ok(Box::new(CascadeEngine::open("cascade-vb", dir, opts)?))
         }
+        // A record per operation, against `cascade`'s packed records (FlatStore §3.2).
+        "cascade-plain" => {
+            let opts = Options {
+                pack_log_entries: false,
+                ..opts.clone()
+            };
+            Ok(Box::new(CascadeEngine::open("cascade-plain", dir, opts)?))
+        }
         "dram-index" => Ok(Box::new(CascadeEngine::open_dram_index(dir, opts.clone())?)),
         "rocksdb" => open_rocksdb(dir, opts.durability == Durability::Sync, block_cache),
         other => Err(format!(
-            "unknown engine {other:?} (cascade, cascade-nocleaning, cascade-vb, dram-index, \
-             rocksdb)"
+            "unknown engine {other:?} (cascade, cascade-nocleaning, cascade-vb, cascade-plain, \
+             dram-index, rocksdb)"
         )),
     }
 }
@@ -436,6 +448,7 @@ fn bench_settings(
         value_size: parse_range(&a.value_size).map_err(inval)?,
         seed: a.seed,
         scan_len: a.scan_len.max(1),
+        write_batch: a.write_batch.max(1),
         ycsb_keys,
         distribution: a.distribution.clone(),
         progress: !a.quiet,

@@ -152,3 +152,38 @@ fn grouped_sync_writes_pack_and_recover() -> cascadekv::Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// `pack_log_entries: false` writes a record per operation: the same batches take a
+/// 32-byte record per put plus the batch header (the comparison `cascade-plain` runs).
+#[test]
+fn plain_records_when_packing_is_off() -> cascadekv::Result<()> {
+    let dir = tmp("plain");
+    let db = Db::open(
+        &dir,
+        Options {
+            pack_log_entries: false,
+            ..opts(false)
+        },
+    )?;
+    let before = db.stats().log_bytes_written;
+    for b in 0..2000u64 {
+        let mut batch = WriteBatch::new();
+        for i in 0..10u64 {
+            batch.put(format!("k{:07}", b * 10 + i), (b * 10 + i).to_le_bytes());
+        }
+        db.write(&batch)?;
+    }
+    let per_put = (db.stats().log_bytes_written - before) as f64 / 20_000.0;
+    assert!(
+        (30.0..40.0).contains(&per_put),
+        "{per_put:.1} log bytes per put without packing"
+    );
+    db.close()?;
+    drop(db);
+    let db = Db::open(&dir, opts(false))?;
+    assert_eq!(db.get(b"k0019999")?, Some(19_999u64.to_le_bytes().to_vec()));
+    db.close()?;
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -159,6 +159,10 @@ impl Engine {
             snaps: &self.snaps,
             closed: &self.closed,
             inline_threshold: self.opts.inline_threshold,
+            pack_limit: self
+                .opts
+                .pack_log_entries
+                .then_some(self.opts.inline_threshold),
             publish_step: publish_bytes(self.opts.faststore_capacity),
         }
     }

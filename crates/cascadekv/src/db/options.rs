@@ -60,6 +60,12 @@ pub struct Options {
     /// measured 1.0× per-thread persists at 1–2 threads and 1.1–1.9× at 8–32
     /// (docs/benchmarks.md, 2026-11-25).
     pub sync_group_size: usize,
+    /// Compacted log entries (FlatStore §3.2, formats.md §5.7): a write of two or more
+    /// operations with inline-sized values — a `WriteBatch`, a group of synchronous
+    /// writes — is logged as one packed record (about 20 instead of 32 bytes for an
+    /// 8 B + 8 B put). Default true; false writes a record per operation (for
+    /// comparison: bench engine `cascade-plain`).
+    pub pack_log_entries: bool,
     /// Background scrubbing: re-read and verify every table block and separated value
     /// at most this many bytes per second, pass after pass (0, the default: off).
     /// Findings are counted in `Stats::scrub_errors`; nothing is changed.
@@ -123,6 +129,7 @@ impl Default for Options {
             vlog_clean_batch_bytes: 0,
             scrub_bytes_per_sec: 0,
             sync_group_size: 32,
+            pack_log_entries: true,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,

@@ -108,9 +108,9 @@ impl Group {
         lsns: &[u64],
         batch: bool,
         class: AllocClass,
-        inline: usize,
+        pack_limit: Option<usize>,
     ) -> Result<Vec<u64>> {
-        let packed = super::write::packed_bound(ops, inline).filter(|n| *n <= PACKED_MAX);
+        let packed = super::write::packed_bound(ops, pack_limit).filter(|n| *n <= PACKED_MAX);
         let req = Arc::new(Request {
             ops: ops
                 .iter()

@@ -52,6 +52,9 @@ pub(crate) struct WriteCtx<'a> {
     pub closed: &'a AtomicBool,
     /// Values up to this length stay in the index; longer ones are separated.
     pub inline_threshold: usize,
+    /// `Some(inline_threshold)` when writes of several small operations are packed
+    /// (`Options::pack_log_entries`).
+    pub pack_limit: Option<usize>,
     /// Index growth a slot accumulates before publishing it.
     pub publish_step: u64,
 }
@@ -101,14 +104,10 @@ impl FastStore {
         let addrs = if sync && self.group.enabled() {
             // Horizontal batching (`group.rs`): a leader appends and persists it.
             let mut b = LsnBuf::default();
-            for a in self.group.commit(
-                &mut slot,
-                ops,
-                lsns.as_slice(),
-                batch,
-                class,
-                cx.inline_threshold,
-            )? {
+            for a in
+                self.group
+                    .commit(&mut slot, ops, lsns.as_slice(), batch, class, cx.pack_limit)?
+            {
                 b.push(a);
             }
             b
@@ -121,7 +120,7 @@ impl FastStore {
                 batch,
                 sync,
                 class,
-                cx.inline_threshold,
+                cx.pack_limit,
             )?;
             slot.unpublished_log += slot.writer.bytes_written() - log_before;
             a
@@ -161,9 +160,11 @@ impl FastStore {
     }
 }
 
-/// Upper bound of the packed size of `ops` when every value is at most `inline` bytes
-/// (so they may share a packed record, `log/packed.rs`); `None` otherwise.
-pub(super) fn packed_bound(ops: &[Op<'_>], inline: usize) -> Option<usize> {
+/// Upper bound of the packed size of `ops` when packing is on (`limit` is the inline
+/// threshold) and every value is at most that long (so they may share a packed record,
+/// `log/packed.rs`); `None` otherwise.
+pub(super) fn packed_bound(ops: &[Op<'_>], limit: Option<usize>) -> Option<usize> {
+    let inline = limit?;
     let mut n = 0usize;
     for (k, v) in ops {
         if v.is_some_and(|v| v.len() > inline) {
@@ -185,10 +186,10 @@ pub(super) fn append(
     batch: bool,
     sync: bool,
     class: AllocClass,
-    inline: usize,
+    pack_limit: Option<usize>,
 ) -> Result<LsnBuf> {
     let mut addrs = LsnBuf::default();
-    let packable = ops.len() >= 2 && packed_bound(ops, inline).is_some_and(|n| n <= PACKED_MAX);
+    let packable = ops.len() >= 2 && packed_bound(ops, pack_limit).is_some_and(|n| n <= PACKED_MAX);
     if packable {
         let addr = append_packed(slot, &[(ops, lsns)], class)?;
         for _ in ops {
