@@ -34,6 +34,7 @@ mod clients;
 mod cmd;
 mod config;
 mod cursors;
+mod durable;
 mod error;
 mod glob;
 mod hash;

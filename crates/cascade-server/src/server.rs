@@ -107,7 +107,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let mut handles = Vec::new();
     let mut inboxes: Vec<Inbox> = Vec::new();
     for (i, st) in stats.into_iter().enumerate() {
-        let w = Worker::new(shared.clone(), commands.clone(), st)?;
+        let w = Worker::new(shared.clone(), commands.clone(), st, i)?;
         inboxes.push(w.inbox());
         shared.add_waker(w.waker());
         handles.push(

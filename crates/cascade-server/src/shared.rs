@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) port: u16,
     /// Unix seconds of the last SAVE.
     pub(crate) last_save: AtomicU64,
+    /// The reply barrier of `--durability sync` (one lane per worker).
+    pub(crate) gate: crate::durable::Gate,
     shutdown: AtomicBool,
     wakers: Mutex<Vec<Arc<Waker>>>,
     ops_samples: Mutex<VecDeque<(Instant, u64)>>,
@@ -67,6 +69,7 @@ impl Shared {
             ),
             port,
             last_save: AtomicU64::new(now_ms() / 1000),
+            gate: crate::durable::Gate::new(fixed.threads),
             fixed,
             shutdown: AtomicBool::new(false),
             wakers: Mutex::new(Vec::new()),

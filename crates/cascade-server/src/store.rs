@@ -15,7 +15,8 @@
 //!
 //! Writes go to the calling worker thread's own engine log, `Buffered`; the worker
 //! makes them durable (group commit) before replying when the server runs with
-//! `--durability sync` (see `worker.rs`).
+//! `--durability sync` (see `worker.rs`), and no worker replies before the writes of
+//! others it could have read are durable (`durable.rs`, counted by `commit`).
 //!
 //! `keys` and `expires` count `0x01` entries (and those with an expiry) as `DBSIZE` and
 //! `INFO keyspace` report them; like Redis they include keys that expired but were not
@@ -174,6 +175,10 @@ impl Store {
             touched,
             ..
         } = tx;
+        if flushed || !writes.is_empty() {
+            // Counted before any of it is visible (the reply barrier, durable.rs).
+            crate::durable::note_write();
+        }
         if flushed {
             let watched = self.notify.watched_keys();
             let live: Vec<Vec<u8>> = {

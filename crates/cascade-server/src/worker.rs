@@ -134,6 +134,8 @@ pub(crate) struct Worker {
     park: Park,
     parked: usize,
     is_write: Vec<bool>,
+    /// This worker's lane of the reply barrier (`durable.rs`).
+    lane: usize,
 }
 
 impl Worker {
@@ -142,6 +144,7 @@ impl Worker {
         shared: Arc<Shared>,
         commands: Arc<Commands>,
         stats: Arc<WorkerStats>,
+        lane: usize,
     ) -> std::io::Result<Worker> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
@@ -166,6 +169,7 @@ impl Worker {
             conns: HashMap::new(),
             next_token: 1,
             is_write,
+            lane,
         })
     }
 
@@ -184,6 +188,12 @@ impl Worker {
 
     /// Runs until shutdown, then answers what was received and closes every client.
     pub(crate) fn run(mut self) {
+        self.shared.gate.enter(self.lane);
+        if self.shared.fixed.sync {
+            // Started with `--durability sync`: every worker appends to one shared log,
+            // so one persist covers the rounds of all of them (durable.rs).
+            cascadekv::set_thread_log_slot(0);
+        }
         let mut events = Events::with_capacity(1024);
         // Connections with work left over from the previous round.
         let mut ready: Vec<Token> = Vec::new();
@@ -250,6 +260,8 @@ impl Worker {
             }
         }
         self.drain();
+        // Serving is over: nobody may wait for this worker's lane any more.
+        self.shared.gate.stop();
     }
 
     fn adopt(&mut self) {
@@ -320,6 +332,10 @@ impl Worker {
     /// to `again`.
     fn serve_round(&mut self, tokens: &[Token], again: &mut Vec<Token>, read: bool) {
         let mut any_write = false;
+        let shared_log = self.shared.fixed.sync;
+        if shared_log {
+            self.shared.gate.round_begins(self.lane);
+        }
         for t in tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
@@ -368,20 +384,7 @@ impl Worker {
                 again.push(*t);
             }
         }
-        if any_write && self.shared.config.sync.load(Ordering::Relaxed) {
-            self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.shared.store.db().sync_thread() {
-                // Nothing written this round may be acknowledged.
-                eprintln!("cascade: persisting the log failed: {e}");
-                for t in tokens {
-                    if let Some(c) = self.conns.get_mut(t) {
-                        if c.wrote {
-                            c.dead = true;
-                        }
-                    }
-                }
-            }
-        }
+        self.make_round_durable(tokens, any_write, shared_log);
         for t in tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
@@ -413,6 +416,43 @@ impl Worker {
                 }
                 // A closed token left in `again` is skipped: it has no connection.
             }
+        }
+    }
+
+    /// Under `--durability sync`, makes the round's writes — and, with the shared log,
+    /// every write the round could have read — durable before any reply goes out
+    /// (`durable.rs`). A failed persist closes the clients that wrote this round.
+    fn make_round_durable(&mut self, tokens: &[Token], any_write: bool, shared_log: bool) {
+        let sync = self.shared.config.sync.load(Ordering::Relaxed);
+        // Every write this worker started is in its log: the persist covers them.
+        let issued = self.shared.gate.issued(self.lane);
+        let unpersisted = self.shared.gate.behind(self.lane, issued);
+        // With the shared log every round persists it (or waits for the persist already
+        // covering it): what this round read of the other workers' writes is in it.
+        if shared_log {
+            self.shared.gate.rendezvous(self.lane);
+        }
+        if sync && (any_write || unpersisted || shared_log) {
+            if any_write {
+                self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Err(e) = self.shared.store.db().sync_thread() {
+                // Nothing written this round may be acknowledged.
+                eprintln!("cascade: persisting the log failed: {e}");
+                for t in tokens {
+                    if let Some(c) = self.conns.get_mut(t) {
+                        if c.wrote {
+                            c.dead = true;
+                        }
+                    }
+                }
+            }
+        }
+        self.shared.gate.round_done(self.lane, issued);
+        if sync && !shared_log {
+            // No reply before the other workers' writes this round could have read
+            // are durable too (as Redis replies only after its fsync).
+            self.shared.gate.wait_others(self.lane);
         }
     }
 

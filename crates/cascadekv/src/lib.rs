@@ -67,6 +67,7 @@ mod vlog;
 
 pub use db::{BatchOp, Db, DbIter, Durability, Options, RecoveryInfo, Snapshot, Stats, WriteBatch};
 pub use error::{Error, Result};
+pub use faststore::set_thread_log_slot;
 pub use pmem::sim::{CrashMode, FenceHook, SimDevice};
 
 /// Decoders, encoders and the FastStore index, for the fuzz targets and the index

@@ -106,18 +106,35 @@ fn recovers_at_every_fence_with_writes_batched_across_threads() {
     run_with(Upkeep::None, 2);
 }
 
+/// Threads sharing one log slot (`set_thread_log_slot`), as the server's workers do
+/// under `--durability sync`: buffered writes, acknowledged after `sync_thread`, whose
+/// fences run without the slot's lock and cover the other thread's records too.
+#[test]
+fn recovers_at_every_fence_with_a_shared_log_slot() {
+    run_shared(Upkeep::Stages);
+}
+
 fn run(upkeep: Upkeep) {
     run_with(upkeep, 1);
 }
 
 fn run_with(upkeep: Upkeep, group: usize) {
+    run_full(upkeep, group, false);
+}
+
+fn run_shared(upkeep: Upkeep) {
+    run_full(upkeep, 1, true);
+}
+
+#[expect(clippy::too_many_lines, reason = "one workload, one oracle, one check")]
+fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
     let stages = upkeep != Upkeep::None;
     let dev = Arc::new(SimDevice::new(4 << 20));
     let oracle = Arc::new(Mutex::new(Oracle::default()));
     let checked = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let check_dir = std::env::temp_dir().join(format!(
-        "ckv-simcrash-check-{}-{upkeep:?}-{group}",
+        "ckv-simcrash-check-{}-{upkeep:?}-{group}-{shared}",
         std::process::id()
     ));
     {
@@ -129,8 +146,15 @@ fn run_with(upkeep: Upkeep, group: usize) {
         );
         let serial = Mutex::new(());
         dev.set_fence_hook(Some(Box::new(move |d: &SimDevice, n: u64| {
-            // Two writers may fence at once; checks share one lock directory.
-            let _one_at_a_time = serial.lock();
+            // Two writers may fence at once. With a shared slot their fences must be
+            // free to end in any order (each check gets its own directory); otherwise
+            // checks share one directory, one at a time.
+            let _one_at_a_time = (!shared).then(|| serial.lock());
+            let check_dir = if shared {
+                check_dir.join(n.to_string())
+            } else {
+                check_dir.clone()
+            };
             // Acknowledgements recorded before the image is taken were fenced earlier;
             // versions issued are read after it, so the image holds nothing newer.
             let acked = oracle.lock().acked.clone();
@@ -148,10 +172,13 @@ fn run_with(upkeep: Upkeep, group: usize) {
                 }
                 checked.fetch_add(1, Ordering::Relaxed);
             }
+            if shared {
+                let _ = std::fs::remove_dir_all(&check_dir);
+            }
         })));
     }
     let dir = std::env::temp_dir().join(format!(
-        "ckv-simcrash-{}-{upkeep:?}-{group}",
+        "ckv-simcrash-{}-{upkeep:?}-{group}-{shared}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
@@ -164,6 +191,14 @@ fn run_with(upkeep: Upkeep, group: usize) {
         .map(|t| {
             let (db, oracle) = (db.clone(), oracle.clone());
             std::thread::spawn(move || {
+                if shared {
+                    cascadekv::set_thread_log_slot(0);
+                }
+                let durability = if shared {
+                    Durability::Buffered
+                } else {
+                    Durability::Sync
+                };
                 for i in 0..120u64 {
                     // Cleaning runs flush twice as often: more garbage, more cleanings.
                     let every = if upkeep == Upkeep::Cleaning { 10 } else { 20 };
@@ -189,20 +224,26 @@ fn run_with(upkeep: Upkeep, group: usize) {
                     };
                     let res = match i % 7 {
                         3 => db
-                            .delete_with(&k, Durability::Sync)
+                            .delete_with(&k, durability)
                             .map(|_| vec![(k.clone(), v, true)]),
                         5 => {
                             let mut b = WriteBatch::new();
                             b.put(k.clone(), value(&k, v))
                                 .put(k2.clone(), value(&k2, v2));
-                            db.write_with(&b, Durability::Sync)
+                            db.write_with(&b, durability)
                                 .map(|_| vec![(k.clone(), v, false), (k2.clone(), v2, false)])
                         }
                         _ => db
-                            .put_with(&k, &value(&k, v), Durability::Sync)
+                            .put_with(&k, &value(&k, v), durability)
                             .map(|_| vec![(k.clone(), v, false)]),
                     };
                     let done = res.expect("write");
+                    if shared {
+                        // Acknowledged only once the shared log is durable this far.
+                        if let Err(e) = db.sync_thread() {
+                            panic!("sync_thread: {e}");
+                        }
+                    }
                     let mut o = oracle.lock();
                     for (k, v, del) in done {
                         let e = o.acked.entry(k).or_insert((0, false));

@@ -222,19 +222,32 @@ impl Client {
         self.read().expect("reply")
     }
 
+    /// Sends one command and reads its reply; `None` on any I/O error or a closed
+    /// connection (a server being killed).
+    #[allow(dead_code)]
+    pub fn try_cmd(&mut self, args: &[&str]) -> Option<Reply> {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.s.write_all(&encode(&a)).ok()?;
+        self.read_result().ok().flatten()
+    }
+
     /// Reads one reply; `None` if the server closed the connection.
     pub fn read(&mut self) -> Option<Reply> {
+        self.read_result().unwrap_or_else(|e| panic!("read: {e}"))
+    }
+
+    fn read_result(&mut self) -> std::io::Result<Option<Reply>> {
         loop {
             if let Some((r, n)) = parse_reply(&self.buf) {
                 self.buf.drain(..n);
-                return Some(r);
+                return Ok(Some(r));
             }
             let mut chunk = [0u8; 65536];
             match self.s.read(&mut chunk) {
-                Ok(0) => return None,
+                Ok(0) => return Ok(None),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
-                Err(e) => panic!("read: {e}"),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(None),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -303,7 +303,11 @@ impl Db {
     /// Persists every log record the calling thread has written (its slot in each live
     /// FastStore): group commit for a thread that made several `Buffered` writes and
     /// wants them all durable with one flush + fence. Records of other threads that
-    /// share the slot are persisted too.
+    /// share the slot ([`crate::set_thread_log_slot`]) are persisted too: when such a
+    /// thread's persist already covers this thread's records, this waits for it instead
+    /// of fencing again, and the fence runs without the slot's lock, so the others keep
+    /// appending meanwhile (one fence per slot at a time: who arrives during one fences
+    /// all that was appended meanwhile right after it).
     ///
     /// # Errors
     /// `Closed`, `Io` (the store is then poisoned).
@@ -311,12 +315,9 @@ impl Db {
         self.engine.check_open()?;
         let stages = self.engine.stages.load();
         for fs in stages.fast() {
-            let mut slot = fs.my_slot();
-            if slot.writer.has_unsynced() {
-                if let Err(e) = slot.writer.sync() {
-                    self.engine.poison(&e);
-                    return Err(e);
-                }
+            if let Err(e) = fs.sync_my_slot() {
+                self.engine.poison(&e);
+                return Err(e);
             }
         }
         Ok(())

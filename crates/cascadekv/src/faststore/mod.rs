@@ -29,6 +29,7 @@ pub(crate) mod ikey;
 pub(crate) mod index;
 pub(crate) mod lsn;
 pub(crate) mod node;
+mod slot_sync;
 pub(crate) mod version;
 mod write;
 
@@ -63,6 +64,11 @@ pub(crate) struct LogSlot {
     pub user_bytes: u64,
     /// Scratch for the value of a packed record (`log/packed.rs`), kept to reuse.
     pub packed: Vec<u8>,
+    /// Persist jobs of this log running without the lock (`slot_sync.rs`), and the
+    /// tail the latest one covers up to.
+    pub persisting: usize,
+    /// See `persisting`.
+    pub persisting_upto: (u64, u64),
 }
 
 #[derive(Debug)]
@@ -75,6 +81,8 @@ pub(crate) struct FastStore {
     generation: u64,
     index: Index,
     slots: Box<[Padded<Mutex<LogSlot>>]>,
+    /// One per slot: woken when a persist job of that slot ends (`slot_sync.rs`).
+    slot_cvs: Box<[parking_lot::Condvar]>,
     frozen: AtomicBool,
     /// Log segments recovered into this generation at open (each with the
     /// generation's holder).
@@ -90,6 +98,15 @@ pub(crate) struct FastStore {
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     static THREAD_NO: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Binds the calling thread to log slot `n` (modulo the slot count) of every store it
+/// writes to, instead of a slot of its own: threads bound to the same number share one
+/// log. Their writes serialize on it, and [`crate::Db::sync_thread`] from any of them
+/// persists it once for all, pipelined (`slot_sync.rs`) — a server whose workers
+/// group-commit their rounds together. Call it before the thread's first write.
+pub fn set_thread_log_slot(n: usize) {
+    THREAD_NO.with(|c| c.set(Some(n)));
 }
 
 /// This thread's stable number (assigned on first use).
@@ -110,7 +127,8 @@ impl FastStore {
     /// writes are batched across threads in groups of at most `group` (1: each thread
     /// persists its own log).
     pub fn with_group(pool: &Arc<Pool>, generation: u64, slots: usize, group: usize) -> Self {
-        let slots = (0..slots.max(1))
+        let n = slots.max(1);
+        let slots = (0..n)
             .map(|_| {
                 Padded(Mutex::new(LogSlot {
                     writer: LogWriter::new(pool.clone(), generation),
@@ -119,6 +137,8 @@ impl FastStore {
                     unpublished_log: 0,
                     user_bytes: 0,
                     packed: Vec::new(),
+                    persisting: 0,
+                    persisting_upto: (0, 0),
                 }))
             })
             .collect();
@@ -126,6 +146,7 @@ impl FastStore {
             generation,
             index: Index::new(),
             slots,
+            slot_cvs: (0..n).map(|_| parking_lot::Condvar::new()).collect(),
             frozen: AtomicBool::new(false),
             recovered: Mutex::new(Vec::new()),
             recovered_log_bytes: AtomicU64::new(0),

@@ -59,6 +59,45 @@ pub struct LogWriter {
     /// Every segment this log has used, each created with one holder (the owner's).
     segments: Vec<Arc<Segment>>,
     bytes: u64,
+    /// Set by [`LogWriter::seal`]: nothing may be appended any more, marks included.
+    sealed: bool,
+}
+
+/// A persist of a log's tail that runs without the writer (so the log's other threads
+/// go on appending meanwhile): [`LogWriter::begin_sync`] under the slot's lock,
+/// [`PersistJob::run`] outside it, [`LogWriter::finish_sync`] under it again.
+#[derive(Debug)]
+pub struct PersistJob {
+    pool: Arc<Pool>,
+    /// Pool offset of the segment it covers.
+    base: u64,
+    /// Segment offsets `[from, to)` it makes durable (`from` was durable before).
+    from: u64,
+    to: u64,
+    set: WritebackSet,
+}
+
+impl PersistJob {
+    /// Where the log's tail was when the job began: (segment, offset) it covers up to.
+    #[must_use]
+    pub fn upto(&self) -> (u64, u64) {
+        (self.base, self.to)
+    }
+
+    /// Fences the job's range through the seam (the slow part: `msync`).
+    ///
+    /// # Errors
+    /// `Io` from the fence; `Internal` if the simulated device finds a line unfenced.
+    pub fn run(&mut self) -> Result<()> {
+        let mem = self.pool.mem();
+        mem.fence(&mut self.set)?;
+        // Whole lines only: the log's other threads may already have written past
+        // `to` into its last line again (the simulated device then tracks it as dirty,
+        // though what was before `to` was fenced).
+        let end = (self.base + self.to) / crate::pmem::persist::LINE * crate::pmem::persist::LINE;
+        let start = self.base + self.from;
+        mem.check_durable(start, end.saturating_sub(start))
+    }
 }
 
 impl LogWriter {
@@ -81,6 +120,7 @@ impl LogWriter {
             buf: Vec::with_capacity(256),
             segments: Vec::new(),
             bytes: 0,
+            sealed: false,
         }
     }
 
@@ -156,10 +196,16 @@ impl LogWriter {
     /// last write before a crash.
     pub fn sync(&mut self) -> Result<()> {
         self.persist()?;
+        self.append_mark()
+    }
+
+    /// Appends the mark saying how far the segment is fenced, if it says more than the
+    /// last one and fits (see [`LogWriter::sync`]).
+    fn append_mark(&mut self) -> Result<()> {
         let Some(seg) = self.seg.as_mut() else {
             return Ok(());
         };
-        if seg.fenced <= seg.marked {
+        if seg.fenced <= seg.marked || self.sealed {
             return Ok(());
         }
         let len = record::SEAL_LEN;
@@ -168,6 +214,9 @@ impl LogWriter {
             return Ok(());
         }
         let mem = self.pool.mem();
+        // Only a mark right behind the fenced tail says "nothing unsynced before me";
+        // after a persist job other threads may have appended past what it fenced.
+        let whole = seg.fenced == seg.pos;
         if at > seg.pos {
             encode_filler(Kind::Pad, at - seg.pos, seg.epoch, &mut self.buf);
             mem.write(seg.base + seg.pos, &self.buf)?;
@@ -179,8 +228,61 @@ impl LogWriter {
         seg.marked = seg.fenced;
         self.bytes += at + len - seg.pos;
         seg.pos = at + len;
-        seg.mark_end = seg.pos;
+        seg.mark_end = if whole { seg.pos } else { 0 };
         Ok(())
+    }
+
+    /// Where the tail is: (segment, offset). Everything appended so far lies before it.
+    #[must_use]
+    pub fn tail(&self) -> (u64, u64) {
+        self.seg.as_ref().map_or((0, 0), |s| (s.base, s.pos))
+    }
+
+    /// True when everything before `tail` (from [`LogWriter::tail`]) is durable: the
+    /// segment moved on since (a segment is fenced whole before the next gets records),
+    /// or it is fenced that far.
+    #[must_use]
+    pub fn durable_to(&self, tail: (u64, u64)) -> bool {
+        self.seg
+            .as_ref()
+            .is_none_or(|s| s.base != tail.0 || s.fenced >= tail.1)
+    }
+
+    /// Starts a persist of everything appended so far that runs without the writer
+    /// (pipelined group commit, FlatStore §3.3: other threads of a shared log append
+    /// while it fences). `None` if nothing is unsynced. Finish with
+    /// [`LogWriter::finish_sync`] whatever `run` returned.
+    pub fn begin_sync(&mut self) -> Option<PersistJob> {
+        if !self.has_unsynced() {
+            return None;
+        }
+        let seg = self.seg.as_mut()?;
+        let mut set = WritebackSet::new();
+        self.pool
+            .mem()
+            .write_back(&mut set, seg.base + seg.fenced, seg.pos - seg.fenced);
+        seg.written_back = seg.written_back.max(seg.pos);
+        Some(PersistJob {
+            pool: self.pool.clone(),
+            base: seg.base,
+            from: seg.fenced,
+            to: seg.pos,
+            set,
+        })
+    }
+
+    /// Records what a finished job made durable and appends a mark saying so. (A job
+    /// of a segment the log has left changes nothing: leaving it fenced it whole.)
+    ///
+    /// # Errors
+    /// `Io` writing the mark.
+    pub fn finish_sync(&mut self, job: &PersistJob) -> Result<()> {
+        if let Some(seg) = self.seg.as_mut() {
+            if seg.base == job.base && job.to > seg.fenced {
+                seg.fenced = job.to;
+            }
+        }
+        self.append_mark()
     }
 
     /// Writes back and fences everything appended, unless all that was appended since
@@ -196,12 +298,10 @@ impl LogWriter {
             if seg.pos == seg.mark_end && !all {
                 return Ok(());
             }
-            if seg.pos > seg.written_back {
-                mem.write_back(
-                    &mut self.set,
-                    seg.base + seg.written_back,
-                    seg.pos - seg.written_back,
-                );
+            // From `fenced`, not `written_back`: a persist job may still be fencing
+            // what was written back after it (`begin_sync`); this fence must cover it.
+            if seg.pos > seg.fenced {
+                mem.write_back(&mut self.set, seg.base + seg.fenced, seg.pos - seg.fenced);
                 seg.written_back = seg.pos;
             }
             if seg.pos > seg.fenced {
@@ -242,6 +342,7 @@ impl LogWriter {
         seg.pos += record::SEAL_LEN;
         seg.mark_end = 0;
         self.bytes += record::SEAL_LEN;
+        self.sealed = true;
         self.persist()
     }
 
