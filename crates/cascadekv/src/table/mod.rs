@@ -26,6 +26,7 @@
 pub(crate) mod block;
 pub(crate) mod builder;
 pub(crate) mod check;
+mod fences;
 pub(crate) mod reclaim;
 pub(crate) mod set;
 pub(crate) mod writer;
@@ -97,6 +98,8 @@ pub struct Lst {
     /// Value-log segments the entries point into (one holder each while live).
     values: Vec<Arc<Segment>>,
     obsolete: AtomicBool,
+    /// The index block, verified and decoded by the first lookup (`fences.rs`).
+    fences: std::sync::OnceLock<fences::Fences>,
 }
 
 /// Placement facts of an LST (what the manifest stores).
@@ -153,6 +156,7 @@ impl Lst {
             chunk,
             values: Vec::new(),
             obsolete: AtomicBool::new(true),
+            fences: std::sync::OnceLock::new(),
         }
     }
 
@@ -255,21 +259,38 @@ impl Lst {
         )
     }
 
-    /// Looks `key` up: at most two block reads (index, then data).
+    /// The DRAM copy of the index block, built (verified) by the first call.
+    fn fences(&self) -> Result<&fences::Fences> {
+        if let Some(f) = self.fences.get() {
+            return Ok(f);
+        }
+        let ioff = u64::from(self.index_off);
+        let f = fences::Fences::from_block(&self.index()?).ok_or_else(|| self.undecodable(ioff))?;
+        // A racing lookup may have set it first: both copies are the same.
+        let _ = self.fences.set(f);
+        self.fences
+            .get()
+            .ok_or_else(|| Error::Internal("table index copy missing".into()))
+    }
+
+    /// DRAM the index copy takes once a lookup built it.
+    pub fn fences_dram_bytes(&self) -> u64 {
+        self.fences.get().map_or(0, |f| f.dram_bytes() as u64)
+    }
+
+    /// Looks `key` up: one data block read (its index block is verified and copied to
+    /// DRAM by the first lookup, `fences.rs`).
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         if key < &*self.min_key || key > &*self.max_key {
             return Ok(None);
         }
-        let ioff = u64::from(self.index_off);
-        let idx = self.index()?;
-        let Some(i) = idx.child_for(key).ok_or_else(|| self.undecodable(ioff))? else {
+        let Some((addr, units)) = self.fences()?.block_for(key) else {
             return Ok(None);
         };
-        let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
-        let data = self.block(e.addr, e.units, BlockKind::Data)?;
-        match data.search(key).ok_or_else(|| self.undecodable(e.addr))? {
+        let data = self.block(addr, units, BlockKind::Data)?;
+        match data.search(key).ok_or_else(|| self.undecodable(addr))? {
             Ok(j) => {
-                let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
+                let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
                 Ok(Some(v.to_owned_value()))
             }
             Err(_) => Ok(None),
@@ -516,7 +537,17 @@ mod tests {
                     }
                 }
             }
-            assert!(!all_ok, "flip at {off} went unnoticed");
+            if off >= u64::from(l.index_off) {
+                // The index block was verified and copied to DRAM by the first lookup
+                // (fences.rs): lookups keep answering from the verified copy, and a
+                // read of the media block (what scrub and verify do) notices the flip.
+                assert!(
+                    l.index().is_err(),
+                    "flip at {off} in the index went unnoticed"
+                );
+            } else {
+                assert!(!all_ok, "flip at {off} went unnoticed");
+            }
             p.mem().write(addr, &[orig])?;
         }
         Ok(())

@@ -82,7 +82,11 @@ impl TableSet {
     pub fn dram_bytes(&self) -> u64 {
         self.tables
             .values()
-            .map(|l| TABLE_OVERHEAD + (l.min_key.len() * 2 + l.max_key.len()) as u64)
+            .map(|l| {
+                TABLE_OVERHEAD
+                    + (l.min_key.len() * 2 + l.max_key.len()) as u64
+                    + l.fences_dram_bytes()
+            })
             .sum()
     }
 

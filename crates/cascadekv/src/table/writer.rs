@@ -111,6 +111,7 @@ impl TableWriter {
             chunk: tc.clone(),
             values,
             obsolete: AtomicBool::new(false),
+            fences: std::sync::OnceLock::new(),
         }))
     }
 
