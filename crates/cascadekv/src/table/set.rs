@@ -22,6 +22,10 @@ use crate::value::Value;
 #[derive(Debug, Default, Clone)]
 pub struct TableSet {
     tables: BTreeMap<Box<[u8]>, Arc<Lst>>,
+    /// The same tables in key order, for point lookups: one binary search over a
+    /// contiguous array instead of a B-tree descent (`perf`: the map's range search
+    /// was ~9 % of a get). Rebuilt whenever `tables` is (the set is immutable).
+    sorted: Vec<Arc<Lst>>,
     entries: u64,
     bytes: u64,
 }
@@ -36,6 +40,7 @@ impl TableSet {
         for l in lsts {
             s.insert(l);
         }
+        s.sorted = s.tables.values().cloned().collect();
         s
     }
 
@@ -60,6 +65,7 @@ impl TableSet {
         for l in add {
             s.insert(l);
         }
+        s.sorted = s.tables.values().cloned().collect();
         s
     }
 
@@ -97,10 +103,8 @@ impl TableSet {
 
     /// The table whose range may hold `key`.
     fn table_for(&self, key: &[u8]) -> Option<&Arc<Lst>> {
-        self.tables
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
-            .next_back()
-            .map(|(_, l)| l)
+        let n = self.sorted.partition_point(|l| &*l.min_key <= key);
+        self.sorted.get(n.checked_sub(1)?)
     }
 
     /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST).
