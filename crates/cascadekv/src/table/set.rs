@@ -1,7 +1,8 @@
 //! [`TableSet`]: non-overlapping Logical Sorted Tables ordered by key, indexed by one
-//! DRAM map from each table's smallest key to the table (FluidKV §4.3). Point lookups
-//! cost one map search and at most two block reads; DRAM is one entry per table
-//! (hundreds of keys), not per key.
+//! DRAM map from each table's smallest key to the table (FluidKV §4.3) and the same
+//! tables in a key-ordered array. A point lookup costs one binary search of the array,
+//! one of the table's DRAM index copy (`fences.rs`) and one data block read; DRAM is
+//! one entry per table plus one first key per data block, not per key.
 //!
 //! It is the structure of both later stages: each BufferStore buffer-tree is one set
 //! (one flushed FastStore), and StableStore is one set (FluidKV: "structurally identical
