@@ -235,21 +235,39 @@ fn append_pack(
         .zip(&ops)
         .map(|(&i, o)| (o.as_slice(), stolen[i].lsns.as_slice()))
         .collect();
-    match super::write::append_packed(slot, &parts, stolen[pack[0]].class) {
+    // A packed record holding any put must leave the pool's headroom free.
+    let class = if pack.iter().any(|&i| stolen[i].class == AllocClass::Writes) {
+        AllocClass::Writes
+    } else {
+        AllocClass::Upkeep
+    };
+    match super::write::append_packed(slot, &parts, class) {
         Ok(addr) => {
             for &i in pack {
                 out[i] = Some(Ok(vec![addr; stolen[i].ops.len()]));
             }
         }
         Err(e) => {
-            let msg = e.to_string();
             for &i in pack {
-                out[i] = Some(Err(Error::io(
-                    "appending a packed group of synchronous writes",
-                    std::io::Error::other(msg.clone()),
-                )));
+                out[i] = Some(Err(same_error(&e)));
             }
         }
+    }
+}
+
+/// `e` for each request of a packed record that could not be appended: a full pool
+/// stays `PoolFull` (what a writer must be told), anything else becomes `Io` with its
+/// message.
+fn same_error(e: &Error) -> Error {
+    match e {
+        Error::PoolFull { chunks, wanted } => Error::PoolFull {
+            chunks: *chunks,
+            wanted: *wanted,
+        },
+        other => Error::io(
+            "appending a packed group of synchronous writes",
+            std::io::Error::other(other.to_string()),
+        ),
     }
 }
 
