@@ -34,8 +34,6 @@ struct Tail {
     cap: u64,
     /// Append position (segment-relative).
     pos: u64,
-    /// Everything before this offset has been handed to `write_back`.
-    written_back: u64,
     /// Everything before this offset is durable.
     fenced: u64,
     /// Largest `durable_upto` already written as a MARK.
@@ -261,7 +259,6 @@ impl LogWriter {
         self.pool
             .mem()
             .write_back(&mut set, seg.base + seg.fenced, seg.pos - seg.fenced);
-        seg.written_back = seg.written_back.max(seg.pos);
         Some(PersistJob {
             pool: self.pool.clone(),
             base: seg.base,
@@ -298,11 +295,10 @@ impl LogWriter {
             if seg.pos == seg.mark_end && !all {
                 return Ok(());
             }
-            // From `fenced`, not `written_back`: a persist job may still be fencing
-            // what was written back after it (`begin_sync`); this fence must cover it.
+            // From `fenced`: a persist job may still be fencing part of what follows it
+            // (`begin_sync`); this fence must cover that too.
             if seg.pos > seg.fenced {
                 mem.write_back(&mut self.set, seg.base + seg.fenced, seg.pos - seg.fenced);
-                seg.written_back = seg.pos;
             }
             if seg.pos > seg.fenced {
                 mem.fence(&mut self.set)?;
@@ -389,7 +385,6 @@ impl LogWriter {
             base: self.pool.chunk_offset(a.chunk),
             cap: a.span * chunk,
             pos: CHUNK_HEADER_LEN,
-            written_back: CHUNK_HEADER_LEN,
             fenced: CHUNK_HEADER_LEN,
             marked: CHUNK_HEADER_LEN,
             mark_end: 0,
