@@ -27,12 +27,16 @@ pub struct TableSet {
     /// contiguous array instead of a B-tree descent (`perf`: the map's range search
     /// was ~9 % of a get). Rebuilt whenever `tables` is (the set is immutable).
     sorted: Vec<Arc<Lst>>,
+    /// `fences::prefix` of each table's smallest key in `sorted`: most comparisons of
+    /// the search are one integer compare.
+    prefixes: Vec<u64>,
     entries: u64,
     bytes: u64,
 }
 
-/// Fixed DRAM estimate per table in a set (map node share, `Lst`, `Arc`).
-const TABLE_OVERHEAD: u64 = 160;
+/// Fixed DRAM estimate per table in a set (map node share, `Lst`, `Arc`, its place in
+/// the sorted array and its key prefix).
+const TABLE_OVERHEAD: u64 = 176;
 
 impl TableSet {
     /// A set of `lsts` (must not overlap).
@@ -41,7 +45,7 @@ impl TableSet {
         for l in lsts {
             s.insert(l);
         }
-        s.sorted = s.tables.values().cloned().collect();
+        s.index_sorted();
         s
     }
 
@@ -66,8 +70,17 @@ impl TableSet {
         for l in add {
             s.insert(l);
         }
-        s.sorted = s.tables.values().cloned().collect();
+        s.index_sorted();
         s
+    }
+
+    fn index_sorted(&mut self) {
+        self.sorted = self.tables.values().cloned().collect();
+        self.prefixes = self
+            .sorted
+            .iter()
+            .map(|l| super::fences::prefix(&l.min_key))
+            .collect();
     }
 
     /// Number of tables.
@@ -104,8 +117,18 @@ impl TableSet {
 
     /// The table whose range may hold `key`.
     fn table_for(&self, key: &[u8]) -> Option<&Arc<Lst>> {
-        let n = self.sorted.partition_point(|l| &*l.min_key <= key);
-        self.sorted.get(n.checked_sub(1)?)
+        let kp = super::fences::prefix(key);
+        let (mut lo, mut hi) = (0, self.sorted.len());
+        while lo < hi {
+            let mid = usize::midpoint(lo, hi);
+            let p = self.prefixes[mid];
+            if p < kp || (p == kp && &*self.sorted[mid].min_key <= key) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.sorted.get(lo.checked_sub(1)?)
     }
 
     /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST).
