@@ -1,6 +1,6 @@
-//! [`TableSet`]: non-overlapping Logical Sorted Tables ordered by key, indexed by one
-//! DRAM map from each table's smallest key to the table (FluidKV §4.3) and the same
-//! tables in a key-ordered array. A point lookup costs one binary search of the array,
+//! [`TableSet`]: non-overlapping Logical Sorted Tables ordered by key, indexed by a
+//! DRAM array of the tables in order of their smallest keys (FluidKV §4.3's table
+//! index). A point lookup costs one binary search of the array,
 //! one of the table's DRAM index copy (`fences.rs`) and one data block read; DRAM is
 //! one entry per table plus one first key per data block, not per key.
 //!
@@ -11,7 +11,6 @@
 //! Thread-safety: a `TableSet` is immutable once built and shared by `Arc`; a change
 //! (compaction) builds a new one.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -22,10 +21,9 @@ use crate::value::Value;
 /// Non-overlapping LSTs ordered by key.
 #[derive(Debug, Default, Clone)]
 pub struct TableSet {
-    tables: BTreeMap<Box<[u8]>, Arc<Lst>>,
-    /// The same tables in key order, for point lookups: one binary search over a
-    /// contiguous array instead of a B-tree descent (`perf`: the map's range search
-    /// was ~9 % of a get). Rebuilt whenever `tables` is (the set is immutable).
+    /// The tables ordered by smallest key: lookups and range starts are one binary
+    /// search over a contiguous array (`perf`: a `BTreeMap` range descent was ~9 % of
+    /// a get). Built once; the set is immutable.
     sorted: Vec<Arc<Lst>>,
     /// `fences::prefix` of each table's smallest key in `sorted`: most comparisons of
     /// the search are one integer compare.
@@ -34,25 +32,24 @@ pub struct TableSet {
     bytes: u64,
 }
 
-/// Fixed DRAM estimate per table in a set (map node share, `Lst`, `Arc`, its place in
-/// the sorted array and its key prefix).
+/// Fixed DRAM estimate per table in a set (`Lst`, `Arc`, its place in the sorted array
+/// and its key prefix).
 const TABLE_OVERHEAD: u64 = 176;
 
 impl TableSet {
     /// A set of `lsts` (must not overlap).
     pub fn new(lsts: impl IntoIterator<Item = Arc<Lst>>) -> Self {
-        let mut s = TableSet::default();
-        for l in lsts {
-            s.insert(l);
+        let mut sorted: Vec<Arc<Lst>> = lsts.into_iter().collect();
+        sorted.sort_by(|a, b| a.min_key.cmp(&b.min_key));
+        TableSet {
+            prefixes: sorted
+                .iter()
+                .map(|l| super::fences::prefix(&l.min_key))
+                .collect(),
+            entries: sorted.iter().map(|l| u64::from(l.entries)).sum(),
+            bytes: sorted.iter().map(|l| u64::from(l.size)).sum(),
+            sorted,
         }
-        s.index_sorted();
-        s
-    }
-
-    fn insert(&mut self, l: Arc<Lst>) {
-        self.entries += u64::from(l.entries);
-        self.bytes += u64::from(l.size);
-        self.tables.insert(l.min_key.clone(), l);
     }
 
     /// A copy without the tables whose ids are in `remove`, plus `add`.
@@ -61,31 +58,18 @@ impl TableSet {
         remove: &std::collections::HashSet<u64>,
         add: impl IntoIterator<Item = Arc<Lst>>,
     ) -> Self {
-        let mut s = TableSet::new(
-            self.tables
-                .values()
+        TableSet::new(
+            self.sorted
+                .iter()
                 .filter(|l| !remove.contains(&l.id))
-                .cloned(),
-        );
-        for l in add {
-            s.insert(l);
-        }
-        s.index_sorted();
-        s
-    }
-
-    fn index_sorted(&mut self) {
-        self.sorted = self.tables.values().cloned().collect();
-        self.prefixes = self
-            .sorted
-            .iter()
-            .map(|l| super::fences::prefix(&l.min_key))
-            .collect();
+                .cloned()
+                .chain(add),
+        )
     }
 
     /// Number of tables.
     pub fn len(&self) -> usize {
-        self.tables.len()
+        self.sorted.len()
     }
 
     /// Entries in all tables (tombstones and shadowed versions included).
@@ -100,35 +84,43 @@ impl TableSet {
 
     /// Estimated DRAM of the index.
     pub fn dram_bytes(&self) -> u64 {
-        self.tables
-            .values()
+        self.sorted
+            .iter()
             .map(|l| {
-                TABLE_OVERHEAD
-                    + (l.min_key.len() * 2 + l.max_key.len()) as u64
-                    + l.fences_dram_bytes()
+                TABLE_OVERHEAD + (l.min_key.len() + l.max_key.len()) as u64 + l.fences_dram_bytes()
             })
             .sum()
     }
 
     /// Tables in key order.
     pub fn tables(&self) -> impl Iterator<Item = &Arc<Lst>> {
-        self.tables.values()
+        self.sorted.iter()
     }
 
-    /// The table whose range may hold `key`.
-    fn table_for(&self, key: &[u8]) -> Option<&Arc<Lst>> {
+    /// Number of tables whose smallest key is `<= key` (`< key` unless `inclusive`).
+    fn count_upto(&self, key: &[u8], inclusive: bool) -> usize {
         let kp = super::fences::prefix(key);
         let (mut lo, mut hi) = (0, self.sorted.len());
         while lo < hi {
             let mid = usize::midpoint(lo, hi);
             let p = self.prefixes[mid];
-            if p < kp || (p == kp && &*self.sorted[mid].min_key <= key) {
+            let below = p < kp
+                || (p == kp && {
+                    let m = &*self.sorted[mid].min_key;
+                    m < key || (inclusive && m == key)
+                });
+            if below {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        self.sorted.get(lo.checked_sub(1)?)
+        lo
+    }
+
+    /// The table whose range may hold `key`.
+    fn table_for(&self, key: &[u8]) -> Option<&Arc<Lst>> {
+        self.sorted.get(self.count_upto(key, true).checked_sub(1)?)
     }
 
     /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST).
@@ -153,20 +145,8 @@ impl TableSet {
             Bound::Unbounded => None,
         };
         // The table holding the start key (if any), then every table after it.
-        let first = start_key.and_then(|k| {
-            self.tables
-                .range::<[u8], _>((Bound::Unbounded, Bound::Included(k)))
-                .next_back()
-                .map(|(m, _)| m.clone())
-        });
-        let iter: Box<dyn Iterator<Item = &Arc<Lst>>> = match (&first, start_key) {
-            (Some(m), _) => Box::new(
-                self.tables
-                    .range::<[u8], _>((Bound::Included(&m[..]), Bound::Unbounded))
-                    .map(|(_, l)| l),
-            ),
-            (None, _) => Box::new(self.tables.values()),
-        };
+        let first = start_key.map_or(0, |k| self.count_upto(k, true).saturating_sub(1));
+        let iter = self.sorted.get(first..).unwrap_or(&[]).iter();
         let mut visited = 0;
         let mut last: Option<Box<[u8]>> = None;
         let mut stop = false;
@@ -214,11 +194,12 @@ impl TableSet {
             Bound::Unbounded => (None, false),
         };
         // Tables whose smallest key is inside `hi`, from the top.
-        let tables = self
-            .tables
-            .range::<[u8], _>((Bound::Unbounded, hi))
-            .rev()
-            .map(|(_, l)| l);
+        let inside = match hi {
+            Bound::Included(k) => self.count_upto(k, true),
+            Bound::Excluded(k) => self.count_upto(k, false),
+            Bound::Unbounded => self.sorted.len(),
+        };
+        let tables = self.sorted.get(..inside).unwrap_or(&[]).iter().rev();
         let mut visited = 0;
         let mut last: Option<Box<[u8]>> = None;
         let mut stop = false;
