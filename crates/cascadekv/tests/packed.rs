@@ -35,6 +35,24 @@ fn check(db: &Db, model: &Model) -> cascadekv::Result<()> {
     Ok(())
 }
 
+/// Writes 20,000 8 B + 8 B puts (key numbers modulo `keys`) in batches of ten,
+/// mirrored in `model`; returns the log bytes written per put.
+fn batches_of_ten(db: &Db, keys: u64, model: &mut Model) -> cascadekv::Result<f64> {
+    let before = db.stats().log_bytes_written;
+    let puts = 20_000u64;
+    for b in 0..puts / 10 {
+        let mut batch = WriteBatch::new();
+        for i in 0..10 {
+            let k = format!("k{:07}", (b * 10 + i) % keys).into_bytes();
+            let v = (b * 10 + i).to_le_bytes().to_vec();
+            batch.put(k.clone(), v.clone());
+            model.insert(k, Some(v));
+        }
+        db.write(&batch)?;
+    }
+    Ok((db.stats().log_bytes_written - before) as f64 / puts as f64)
+}
+
 /// Batches of ten 8 B + 8 B puts: ~22 log bytes per put (a plain record is 32), and
 /// every value (deletes and a separated value among them) back after a replay.
 #[test]
@@ -42,19 +60,7 @@ fn small_batches_take_fewer_log_bytes_and_replay_exactly() -> cascadekv::Result<
     let dir = tmp("batches");
     let mut model = Model::new();
     let db = Db::open(&dir, opts(false))?;
-    let before = db.stats().log_bytes_written;
-    let puts = 20_000u64;
-    for b in 0..puts / 10 {
-        let mut batch = WriteBatch::new();
-        for i in 0..10 {
-            let k = format!("k{:07}", (b * 10 + i) % 15_000).into_bytes();
-            let v = (b * 10 + i).to_le_bytes().to_vec();
-            batch.put(k.clone(), v.clone());
-            model.insert(k, Some(v));
-        }
-        db.write(&batch)?;
-    }
-    let per_put = (db.stats().log_bytes_written - before) as f64 / puts as f64;
+    let per_put = batches_of_ten(&db, 15_000, &mut model)?;
     assert!(
         (15.0..26.0).contains(&per_put),
         "{per_put:.1} log bytes per 8 B + 8 B put in batches of ten"
@@ -165,15 +171,7 @@ fn plain_records_when_packing_is_off() -> cascadekv::Result<()> {
             ..opts(false)
         },
     )?;
-    let before = db.stats().log_bytes_written;
-    for b in 0..2000u64 {
-        let mut batch = WriteBatch::new();
-        for i in 0..10u64 {
-            batch.put(format!("k{:07}", b * 10 + i), (b * 10 + i).to_le_bytes());
-        }
-        db.write(&batch)?;
-    }
-    let per_put = (db.stats().log_bytes_written - before) as f64 / 20_000.0;
+    let per_put = batches_of_ten(&db, u64::MAX, &mut Model::new())?;
     assert!(
         (30.0..40.0).contains(&per_put),
         "{per_put:.1} log bytes per put without packing"
