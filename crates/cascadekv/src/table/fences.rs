@@ -83,7 +83,9 @@ impl Fences {
     /// before the first block — the same answer as `Block::child_for` on the index
     /// block.
     pub(crate) fn block_for(&self, key: &[u8]) -> Option<(u64, u8)> {
-        // Number of blocks whose first key is <= key.
+        // Number of blocks whose first key is <= key. (A two-level search — every
+        // 16th prefix in a small array, then one run — measured 25-30 % slower on
+        // readrandom: tables hold 512 blocks, so the extra array was one more miss.)
         let kp = prefix(key);
         let (mut lo, mut hi) = (0, self.ends.len());
         while lo < hi {
@@ -112,14 +114,17 @@ mod tests {
 
     #[test]
     fn answers_as_the_index_block_does() {
-        let mut bb = BlockBuilder::new(BlockKind::Index, 1024);
-        // Keys longer and shorter than the 8-byte prefix, some sharing it.
-        let firsts: Vec<Vec<u8>> = (0..20u32)
+        let mut bb = BlockBuilder::new(BlockKind::Index, 1 << 16);
+        // Keys longer and shorter than the 8-byte prefix; runs of up to 14 fences
+        // share one prefix (keys that differ only after their first 8 bytes).
+        let firsts: Vec<Vec<u8>> = (0..300u32)
             .map(|i| match i % 3 {
-                0 => format!("k{:04}", i * 10).into_bytes(),
-                1 => format!("k{:04}-long-key", i * 10).into_bytes(),
-                _ => format!("k{:04}-long-kez{i}", i * 10).into_bytes(),
+                0 => format!("k{:06}", i * 10).into_bytes(),
+                1 => format!("k{:06}-long-key", i * 10).into_bytes(),
+                _ => format!("k{:06}-long-kez{i:03}", (i / 40) * 400).into_bytes(),
             })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         for (i, k) in firsts.iter().enumerate() {
             bb.add_index(k, i as u64 * 512, [1, 2, 3][i % 3]);
@@ -128,11 +133,13 @@ mod tests {
         bb.finish(7, &mut bytes);
         let block = Block::open(&bytes, 7, BlockKind::Index).unwrap_or_else(|e| panic!("{e:?}"));
         let f = Fences::from_block(&block).unwrap_or_else(|| panic!("decode"));
-        for probe in 0..220u32 {
+        for probe in 0..3100u32 {
             for key in [
-                format!("k{probe:04}"),
-                format!("k{probe:04}x"),
+                format!("k{probe:06}"),
+                format!("k{probe:06}x"),
+                format!("k{probe:06}-long-kez{:03}", probe % 300),
                 String::new(),
+                "z".to_string(),
             ] {
                 let want = block
                     .child_for(key.as_bytes())
