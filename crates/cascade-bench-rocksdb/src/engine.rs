@@ -123,6 +123,17 @@ impl Engine for RocksEngine {
         self.db.get(key).map_err(|e| e.to_string())
     }
 
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        // PinnableSlice: the value is borrowed from the block cache or memtable and
+        // copied once, into the reused buffer.
+        let pinned = self.db.get_pinned(key).map_err(|e| e.to_string())?;
+        out.clear();
+        if let Some(v) = &pinned {
+            out.extend_from_slice(v);
+        }
+        Ok(pinned.is_some())
+    }
+
     fn delete(&self, key: &[u8]) -> Result<(), String> {
         self.db
             .delete_opt(key, &self.write_opts)

@@ -47,6 +47,21 @@ pub trait Engine: Send + Sync {
     ///
     /// The engine's error, as text (a missing key is `Ok(None)`).
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
+    /// Reads a value into `out` (reused across calls, so the engine need not
+    /// allocate per read); returns whether the key was found. The read workloads
+    /// use this; engines without such an API copy from [`Engine::get`].
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, as text.
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        let got = self.get(key)?;
+        out.clear();
+        if let Some(v) = &got {
+            out.extend_from_slice(v);
+        }
+        Ok(got.is_some())
+    }
     /// Deletes a key.
     ///
     /// # Errors
@@ -138,6 +153,10 @@ impl Engine for CascadeEngine {
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         self.db.get(key).map_err(|e| e.to_string())
+    }
+
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        self.db.get_into(key, out).map_err(|e| e.to_string())
     }
 
     fn delete(&self, key: &[u8]) -> Result<(), String> {

@@ -185,7 +185,7 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
             let n = c.rng.below(num.max(1));
             cfg.key(mix(n), &mut c.key);
             Ok(Outcome {
-                found: e.get(&c.key)?.is_some(),
+                found: e.get_into(&c.key, &mut c.got)?,
                 ..Outcome::default()
             })
         }),
@@ -194,7 +194,7 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
             let n = num + c.rng.below(num.max(1));
             cfg.key(mix(n), &mut c.key);
             Ok(Outcome {
-                found: e.get(&c.key)?.is_some(),
+                found: e.get_into(&c.key, &mut c.got)?,
                 ..Outcome::default()
             })
         }),

@@ -49,6 +49,8 @@ pub struct Ctx {
     pub value: Vec<u8>,
     /// Scratch buffer for scans.
     pub last: Vec<u8>,
+    /// Scratch buffer values are read into (`Engine::get_into`).
+    pub got: Vec<u8>,
     /// This thread's YCSB operation stream (YCSB workloads only).
     pub ycsb: Option<crate::ycsb::OpGenerator>,
 }
@@ -247,6 +249,7 @@ impl Worker {
             key: Vec::new(),
             value: Vec::new(),
             last: Vec::new(),
+            got: Vec::new(),
             ycsb: None,
         };
         let (mut n, mut found, mut errors, mut entries) = (0u64, 0u64, 0u64, 0u64);

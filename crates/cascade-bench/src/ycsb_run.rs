@@ -90,7 +90,7 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
             Op::Read(k) => {
                 key(cfg, k, &mut c.key);
                 Ok(Outcome {
-                    found: e.get(&c.key)?.is_some(),
+                    found: e.get_into(&c.key, &mut c.got)?,
                     ..Outcome::default()
                 })
             }
@@ -109,7 +109,7 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
             }
             Op::ReadModifyWrite(k) => {
                 key(cfg, k, &mut c.key);
-                let found = e.get(&c.key)?.is_some();
+                let found = e.get_into(&c.key, &mut c.got)?;
                 write(e, cfg, c, k, i + 1)?;
                 Ok(Outcome {
                     found,

@@ -227,3 +227,55 @@ fn interrupted_creation_is_formatted_again() -> cascadekv::Result<()> {
     std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
     Ok(())
 }
+
+/// `get_into` answers as `get` does from every stage (FastStore, buffer-tree,
+/// StableStore) for inline, separated, deleted and absent keys, and reuses the
+/// caller's buffer: with room reserved, it is never reallocated.
+#[test]
+fn get_into_reuses_one_buffer_through_every_stage() -> cascadekv::Result<()> {
+    let dir = tmp("get-into");
+    let db = Db::open(&dir, small())?;
+    let keys: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![
+        (b"tiny".to_vec(), Some(b"8 bytes!".to_vec())),
+        (b"inline".to_vec(), Some(vec![3u8; 100])),
+        (b"separated".to_vec(), Some(vec![7u8; 1500])),
+        (b"deleted".to_vec(), None),
+        (b"absent".to_vec(), None),
+    ];
+    for (k, v) in &keys {
+        match v {
+            Some(v) => db.put(k, v)?,
+            None if k.as_slice() == b"deleted" => {
+                db.put(k, b"gone soon")?;
+                db.delete(k)?;
+            }
+            None => {}
+        }
+    }
+    let mut out = Vec::with_capacity(4096);
+    let ptr = out.as_ptr();
+    let mut check = |db: &Db, stage: &str| -> cascadekv::Result<()> {
+        for (k, want) in &keys {
+            out.extend_from_slice(b"stale bytes from an earlier read");
+            let found = db.get_into(k, &mut out)?;
+            assert_eq!(found, want.is_some(), "{stage}: {k:?}");
+            assert_eq!(&out, want.as_ref().unwrap_or(&Vec::new()), "{stage}: {k:?}");
+            assert_eq!(db.get(k)?, *want, "{stage}: {k:?}");
+            assert_eq!(out.as_ptr(), ptr, "{stage}: the buffer was reallocated");
+        }
+        Ok(())
+    };
+    check(&db, "faststore")?;
+    let snap = db.snapshot()?;
+    db.flush_faststore()?;
+    check(&db, "buffer-tree")?;
+    db.compact()?;
+    check(&db, "stablestore")?;
+    for (k, want) in &keys {
+        assert_eq!(snap.get(k)?, *want, "snapshot: {k:?}");
+    }
+    drop(snap);
+    db.close()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -32,9 +32,9 @@ use crate::error::{Error, Result};
 use crate::faststore::{FastStore, Lsns, WriteCtx};
 use crate::manifest::Manifest;
 use crate::pmem::Pool;
-use crate::stages::StageSet;
+use crate::stages::{StageSet, Stages};
 use crate::table::builder::TableOptions;
-use crate::value::ValueRef;
+use crate::value::{ValuePtr, ValueRef};
 use crate::vlog;
 
 /// Engine counters (monotonic since open). Each is an independent relaxed atomic.
@@ -194,6 +194,43 @@ impl Engine {
 
     /// Turns a stage's value into bytes (reading and verifying the log record of a
     /// separated value). `None` for a tombstone.
+    /// Point lookup through `stages`, newest stage first (FluidKV Algorithm 2): the
+    /// value of `key` as of snapshot `snap` (`None`: the newest) into `out`; false if
+    /// the key is absent or deleted. `out` is cleared first and not reallocated when
+    /// it has room, and nothing else is allocated: the FastStore copies an inline value
+    /// under its leaf lock, a table hands out the value borrowed from its verified data
+    /// block, and a separated value is read (and verified) into `out` after any lock
+    /// is released.
+    pub(crate) fn lookup_into(
+        &self,
+        stages: &Stages,
+        key: &[u8],
+        snap: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let found = 'found: {
+            for fs in stages.fast() {
+                if let Some(f) = fs
+                    .index()
+                    .with_version(key, snap, |v| take(v.val.as_value_ref(), out))
+                {
+                    break 'found Some(f);
+                }
+            }
+            for t in &stages.buffer {
+                if let Some(f) = t.tables.get_with(key, |v| take(v, out))? {
+                    break 'found Some(f);
+                }
+            }
+            stages.stable.tables().get_with(key, |v| take(v, out))?
+        };
+        match found {
+            None | Some(Found::Deleted) => Ok(false),
+            Some(Found::Copied) => Ok(true),
+            Some(Found::Separated(p)) => vlog::read_into(&self.pool, key, p, out).map(|()| true),
+        }
+    }
+
     pub(crate) fn resolve(&self, key: &[u8], v: ValueRef<'_>) -> Result<Option<Vec<u8>>> {
         match v {
             ValueRef::Tombstone => Ok(None),
@@ -233,5 +270,25 @@ impl Engine {
             fs.for_each_slot(|s| s.writer.seal())?;
         }
         Ok(())
+    }
+}
+
+/// What a stage's lookup found, once its lock or block borrow has ended.
+enum Found {
+    Deleted,
+    /// An inline value, already copied into the caller's buffer.
+    Copied,
+    Separated(ValuePtr),
+}
+
+fn take(v: ValueRef<'_>, out: &mut Vec<u8>) -> Found {
+    match v {
+        ValueRef::Tombstone => Found::Deleted,
+        ValueRef::Inline(b) => {
+            out.clear();
+            out.extend_from_slice(b);
+            Found::Copied
+        }
+        ValueRef::Separated(p) => Found::Separated(p),
     }
 }

@@ -267,25 +267,27 @@ impl Db {
     /// `InvalidArgument` (key size), `Closed`, `Corruption`/`ChecksumMismatch` when the
     /// bytes holding this key's value are damaged (never wrong data).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(self.get_into(key, &mut out)?.then_some(out))
+    }
+
+    /// Like [`Db::get`], but copies the value into `out` (cleared first) and returns
+    /// whether the key was found: a reader that reuses `out` allocates nothing per
+    /// read (the role of RocksDB's `PinnableSlice`). `out` is left empty when the key
+    /// is absent; its contents are unspecified after an error.
+    ///
+    /// # Errors
+    /// As [`Db::get`].
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let e = &*self.engine;
         e.opts.check_key(key)?;
         e.check_open()?;
         e.load.note_read();
-        let stages = e.stages.load();
-        for fs in stages.fast() {
-            if let Some(v) = fs.index().get(key) {
-                return e.resolve(key, v.val.as_value_ref());
-            }
+        let found = e.lookup_into(&e.stages.load(), key, None, out)?;
+        if !found {
+            out.clear();
         }
-        for t in &stages.buffer {
-            if let Some(v) = t.tables.get(key)? {
-                return e.resolve(key, v.as_value_ref());
-            }
-        }
-        match stages.stable.tables().get(key)? {
-            Some(v) => e.resolve(key, v.as_value_ref()),
-            None => Ok(None),
-        }
+        Ok(found)
     }
 
     /// Persists every log record written so far (all threads). After it returns,

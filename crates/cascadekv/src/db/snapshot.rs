@@ -105,20 +105,11 @@ impl<'a> Snapshot<'a> {
         let e = self.engine;
         e.opts.check_key(key)?;
         e.check_open()?;
-        for fs in self.stages.fast() {
-            if let Some(v) = fs.index().get_at(key, self.epoch) {
-                return e.resolve(key, v.val.as_value_ref());
-            }
-        }
-        for t in &self.stages.buffer {
-            if let Some(v) = t.tables.get(key)? {
-                return e.resolve(key, v.as_value_ref());
-            }
-        }
-        match self.stages.stable.tables().get(key)? {
-            Some(v) => e.resolve(key, v.as_value_ref()),
-            None => Ok(None),
-        }
+        let mut out = Vec::new();
+        Ok(
+            e.lookup_into(&self.stages, key, Some(self.epoch), &mut out)?
+                .then_some(out),
+        )
     }
 
     /// Iterates over keys in `range` as they were when the snapshot was taken.

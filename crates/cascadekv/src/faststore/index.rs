@@ -29,8 +29,8 @@ use parking_lot::{Mutex, RwLock};
 
 use super::ikey::{IKey, Probe};
 use super::node::{
-    first_leaf, slot_no, update, visible, Entry, InnerNode, Leaf, LeafNode, Node, SlotState,
-    INNER_CAP, LEAF_CAP,
+    first_leaf, slot_no, update, visible, visible_ref, Entry, InnerNode, Leaf, LeafNode, Node,
+    SlotState, INNER_CAP, LEAF_CAP,
 };
 use super::version::Version;
 use crate::epoch::Snapshots;
@@ -339,11 +339,23 @@ impl Index {
         self.read_key(key, |s| visible(s, snap))
     }
 
-    fn read_key(
+    /// Calls `f` with the newest version of `key` visible at `snap` (`None`: the
+    /// newest of all) while its leaf is read-locked — nothing is cloned, so `f`
+    /// should only copy what it needs (a separated value is read after the lock is
+    /// released, from the pointer `f` returns).
+    pub fn with_version<R>(
         &self,
         key: &[u8],
-        f: impl FnOnce(&SlotState) -> Option<Version>,
-    ) -> Option<Version> {
+        snap: Option<u64>,
+        f: impl FnOnce(&Version) -> R,
+    ) -> Option<R> {
+        self.read_key(key, |s| match snap {
+            None => Some(f(&s.cur)),
+            Some(snap) => visible_ref(s, snap).map(f),
+        })
+    }
+
+    fn read_key<R>(&self, key: &[u8], f: impl FnOnce(&SlotState) -> Option<R>) -> Option<R> {
         let p = Probe::new(key);
         let root = self.root.load();
         let g = Self::descend(&root, &p)?.read();

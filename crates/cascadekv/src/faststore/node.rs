@@ -349,10 +349,15 @@ pub(super) fn first_leaf(i: &InnerNode) -> Arc<LeafNode> {
 }
 
 pub(super) fn visible(st: &SlotState, snap: u64) -> Option<Version> {
+    visible_ref(st, snap).cloned()
+}
+
+/// The newest version of `st` with epoch `<= snap`, borrowed.
+pub(super) fn visible_ref(st: &SlotState, snap: u64) -> Option<&Version> {
     if st.cur.epoch <= snap {
-        return Some(st.cur.clone());
+        return Some(&st.cur);
     }
-    st.older.as_ref()?.iter().find(|v| v.epoch <= snap).cloned()
+    st.older.as_ref()?.iter().find(|v| v.epoch <= snap)
 }
 
 pub(super) fn update(st: &mut SlotState, v: Version, snaps: &Snapshots) -> PutOutcome {

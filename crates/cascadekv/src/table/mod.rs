@@ -41,7 +41,7 @@ pub(crate) use writer::TableWriter;
 
 use crate::error::{Error, Result};
 use crate::pmem::Pool;
-use crate::value::{Value, ValueRef};
+use crate::value::ValueRef;
 use crate::vlog::Segment;
 
 /// An allocation of table chunks and the number of live LSTs in it.
@@ -278,9 +278,10 @@ impl Lst {
         self.fences.get().map_or(0, |f| f.dram_bytes() as u64)
     }
 
-    /// Looks `key` up: one data block read (its index block is verified and copied to
-    /// DRAM by the first lookup, `fences.rs`).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+    /// Looks `key` up and calls `f` with its value borrowed from the verified data
+    /// block (no copy unless `f` makes one): one data block read (the index block is
+    /// verified and copied to DRAM by the first lookup, `fences.rs`).
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(ValueRef<'_>) -> R) -> Result<Option<R>> {
         if key < &*self.min_key || key > &*self.max_key {
             return Ok(None);
         }
@@ -291,7 +292,7 @@ impl Lst {
         match data.search(key).ok_or_else(|| self.undecodable(addr))? {
             Ok(j) => {
                 let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
-                Ok(Some(v.to_owned_value()))
+                Ok(Some(f(v)))
             }
             Err(_) => Ok(None),
         }
@@ -433,6 +434,11 @@ mod tests {
     use super::*;
     use crate::pmem::{Device, PoolGeometry, SimDevice};
     use crate::table::builder::LstBuilder;
+    use crate::value::Value;
+
+    fn owned(v: ValueRef<'_>) -> Value {
+        v.to_owned_value()
+    }
     use crate::vlog::SegmentMap;
     use std::path::Path;
 
@@ -481,7 +487,7 @@ mod tests {
         }
         let find = |k: u64| -> Result<Option<Value>> {
             for l in &lsts {
-                if let Some(v) = l.get(&k.to_be_bytes())? {
+                if let Some(v) = l.get_with(&k.to_be_bytes(), owned)? {
                     return Ok(Some(v));
                 }
             }
@@ -528,7 +534,7 @@ mod tests {
             p.mem().write(addr, &[orig ^ 0x20])?;
             let mut all_ok = true;
             for i in 0..100u64 {
-                match l.get(&i.to_be_bytes()) {
+                match l.get_with(&i.to_be_bytes(), owned) {
                     Ok(Some(v)) => assert_eq!(v, Value::Inline(b"value".to_vec())),
                     Ok(None) => panic!("key {i} vanished after flipping byte {off}"),
                     Err(e) => {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::table::Lst;
-use crate::value::Value;
+use crate::value::{Value, ValueRef};
 
 /// Non-overlapping LSTs ordered by key.
 #[derive(Debug, Default, Clone)]
@@ -123,10 +123,11 @@ impl TableSet {
         self.sorted.get(self.count_upto(key, true).checked_sub(1)?)
     }
 
-    /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST).
-    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+    /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST) and
+    /// calls `f` with its value borrowed ([`Lst::get_with`]).
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(ValueRef<'_>) -> R) -> Result<Option<R>> {
         match self.table_for(key) {
-            Some(l) => l.get(key),
+            Some(l) => l.get_with(key, f),
             None => Ok(None),
         }
     }

@@ -9,12 +9,23 @@ use crate::value::ValuePtr;
 /// returns its value. Any mismatch is `Corruption` or `ChecksumMismatch` naming the
 /// pool offset: a pointer never yields bytes that were not written for `key`.
 pub(crate) fn read(pool: &Pool, key: &[u8], ptr: ValuePtr) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    read_into(pool, key, ptr, &mut out)?;
+    Ok(out)
+}
+
+/// [`read`] into `out` (cleared first; no allocation if it has room).
+pub(crate) fn read_into(pool: &Pool, key: &[u8], ptr: ValuePtr, out: &mut Vec<u8>) -> Result<()> {
     let epoch = pool.epoch_at(ptr.addr);
     let max = record::encoded_len(record::MAX_KEY_LEN, ptr.len as usize, true);
     let avail = pool.mem().len().saturating_sub(ptr.addr).min(max);
     let bytes = pool.mem().read(ptr.addr, avail)?;
     match decode(bytes, epoch) {
-        Ok(r) if r.value.len() == ptr.len as usize && r.key == key => Ok(r.value.to_vec()),
+        Ok(r) if r.value.len() == ptr.len as usize && r.key == key => {
+            out.clear();
+            out.extend_from_slice(r.value);
+            Ok(())
+        }
         Ok(_) => Err(Error::corruption(
             pool.path(),
             ptr.addr,
