@@ -21,9 +21,22 @@
 //! The caller makes the change durable (manifest edit) *before* installing it, and
 //! releases what it replaced (log segments, obsolete tables) only *after*.
 //!
+//! Retirement (issue #13, tail latency): a replaced `Stages` is not dropped by
+//! whichever reader lets go of it last — that reader would free a whole flushed
+//! FastStore index (hundreds of thousands of heap nodes) or hundreds of tables'
+//! fence copies in the middle of a get; a server worker's clients all waited for it
+//! (`perf` of the GET phase of `redis-benchmark -P 16 -c 50` caught workers freeing
+//! `Fences` and waiting on the allocator's lock). Each transition keeps the stages it
+//! replaced in `retired`; [`StageSet::sweep`] drops those no reader holds any more
+//! (strong count 1: ours — the old value is no longer published, so no new reader
+//! can take it). The background threads sweep every window (50 ms), so a retired
+//! generation outlives its last reader by at most that; `Db::flush_faststore` and
+//! `Db::compact` sweep before they free released pool space.
+//!
 //! Thread-safety: `current` is read lock-free by every reader and writer; `lock`
 //! serializes the transitions (held by the writer that switches, the flush thread and
-//! the compaction thread for the few microseconds of building the next value).
+//! the compaction thread for the few microseconds of building the next value);
+//! `retired` has its own mutex, taken by transitions and sweeps, never by readers.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -56,6 +69,9 @@ impl Stages {
     }
 }
 
+/// Retired stage sets past which a transition sweeps itself.
+const RETIRED_CAP: usize = 64;
+
 /// The current stage set and the lock that serializes its transitions.
 #[derive(Debug)]
 pub(crate) struct StageSet {
@@ -63,6 +79,8 @@ pub(crate) struct StageSet {
     current: ArcSwap<Stages>,
     /// Serializes freeze, flush install and compaction install.
     lock: Mutex<()>,
+    /// Stage sets replaced by a transition, kept until no reader holds them.
+    retired: Mutex<Vec<Arc<Stages>>>,
 }
 
 impl StageSet {
@@ -71,7 +89,41 @@ impl StageSet {
         StageSet {
             current: ArcSwap::from_pointee(stages),
             lock: Mutex::new(()),
+            retired: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Publishes `next` and retires the stages it replaces. A transition does not
+    /// sweep (a writer that freezes would then pay for the frees) unless the list
+    /// grew past [`RETIRED_CAP`], which only a store without background threads, or
+    /// with readers that keep old stages (snapshots), reaches.
+    fn publish(&self, next: Stages) {
+        let old = self.current.swap(Arc::new(next));
+        let len = {
+            let mut retired = self.retired.lock();
+            retired.push(old);
+            retired.len()
+        };
+        if len > RETIRED_CAP {
+            self.sweep();
+        }
+    }
+
+    /// Drops the retired stage sets that no reader holds any more; returns how many
+    /// are still held. The caller pays for the frees, so only transitions and the
+    /// background threads call it.
+    pub fn sweep(&self) -> usize {
+        // Take the free ones out under the lock, drop them after releasing it.
+        let free: Vec<Arc<Stages>> = {
+            let mut retired = self.retired.lock();
+            let (free, held) = std::mem::take(&mut *retired)
+                .into_iter()
+                .partition(|s| Arc::strong_count(s) == 1);
+            *retired = held;
+            free
+        };
+        drop(free);
+        self.retired.lock().len()
     }
 
     /// The current stages, for a short read (no reference-count traffic).
@@ -110,12 +162,14 @@ impl StageSet {
         let mut immutable = Vec::with_capacity(cur.immutable.len() + 1);
         immutable.push(old.clone());
         immutable.extend(cur.immutable.iter().cloned());
-        self.current.store(Arc::new(Stages {
+        let next = Stages {
             active: Arc::new(fresh()),
             immutable,
             buffer: cur.buffer.clone(),
             stable: cur.stable.clone(),
-        }));
+        };
+        drop(cur);
+        self.publish(next);
         old.wait_for_writers();
         true
     }
@@ -128,7 +182,7 @@ impl StageSet {
         let mut buffer = Vec::with_capacity(cur.buffer.len() + 1);
         buffer.push(tree);
         buffer.extend(cur.buffer.iter().cloned());
-        self.current.store(Arc::new(Stages {
+        let next = Stages {
             active: cur.active.clone(),
             immutable: cur
                 .immutable
@@ -138,7 +192,9 @@ impl StageSet {
                 .collect(),
             buffer,
             stable: cur.stable.clone(),
-        }));
+        };
+        drop(cur);
+        self.publish(next);
     }
 
     /// Installs a compaction: the buffer-trees with sequence numbers in `trees` leave,
@@ -152,7 +208,7 @@ impl StageSet {
     ) {
         let _g = self.lock.lock();
         let cur = self.current.load();
-        self.current.store(Arc::new(Stages {
+        let next = Stages {
             active: cur.active.clone(),
             immutable: cur.immutable.clone(),
             buffer: cur
@@ -162,6 +218,8 @@ impl StageSet {
                 .cloned()
                 .collect(),
             stable: Arc::new(cur.stable.with_compaction(removed, added)),
-        }));
+        };
+        drop(cur);
+        self.publish(next);
     }
 }

@@ -111,12 +111,14 @@ fn flush_step(engine: &Engine) -> Result<()> {
     {
         flush::flush_oldest(engine)?;
     }
+    engine.stages.sweep();
     engine.pool.free_released()?;
     Ok(())
 }
 
 fn compact_step(engine: &Engine) -> Result<()> {
     compact::maintain(engine)?;
+    engine.stages.sweep();
     engine.pool.free_released()?;
     Ok(())
 }

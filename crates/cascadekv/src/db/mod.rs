@@ -339,6 +339,7 @@ impl Db {
             e.switch(&active, true);
         }
         while flush::flush_oldest(e)? {}
+        e.stages.sweep();
         e.pool.free_released()?;
         Ok(())
     }
@@ -353,6 +354,7 @@ impl Db {
     pub fn compact(&self) -> Result<bool> {
         self.engine.check_open()?;
         let done = compact::compact_now(&self.engine)?;
+        self.engine.stages.sweep();
         self.engine.pool.free_released()?;
         Ok(done)
     }
