@@ -432,7 +432,6 @@ impl Drop for Unpublished {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmem::{Device, PoolGeometry, SimDevice};
     use crate::table::builder::LstBuilder;
     use crate::value::Value;
 
@@ -440,19 +439,8 @@ mod tests {
         v.to_owned_value()
     }
     use crate::vlog::SegmentMap;
-    use std::path::Path;
 
-    fn pool() -> Arc<Pool> {
-        let dev = Arc::new(SimDevice::new(4 << 20));
-        let geo = PoolGeometry {
-            pool_size: 4 << 20,
-            chunk_size: 64 << 10,
-        };
-        Arc::new(
-            Pool::open(Path::new("sim"), &Device::Sim(dev), geo, true)
-                .unwrap_or_else(|e| panic!("{e}")),
-        )
-    }
+    use crate::pmem::test_pool as pool;
 
     fn ids() -> Arc<std::sync::atomic::AtomicU64> {
         Arc::new(std::sync::atomic::AtomicU64::new(1))

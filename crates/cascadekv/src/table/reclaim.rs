@@ -60,21 +60,9 @@ pub(crate) fn sparse_tables<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmem::{Device, Pool, PoolGeometry, SimDevice};
     use crate::table::{LstMeta, TableChunk};
-    use std::path::Path;
 
-    fn pool() -> Arc<Pool> {
-        let dev = Arc::new(SimDevice::new(4 << 20));
-        let geo = PoolGeometry {
-            pool_size: dev.len(),
-            chunk_size: 64 << 10,
-        };
-        Arc::new(
-            Pool::open(Path::new("sim-pool"), &Device::Sim(dev), geo, true)
-                .unwrap_or_else(|e| panic!("pool: {e}")),
-        )
-    }
+    use crate::pmem::test_pool as pool;
 
     fn lst(id: u64, chunk: &Arc<TableChunk>, size: u32) -> Arc<Lst> {
         let m = LstMeta {
