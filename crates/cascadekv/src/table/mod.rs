@@ -29,6 +29,7 @@ pub(crate) mod check;
 mod fences;
 pub(crate) mod reclaim;
 pub(crate) mod set;
+mod slices;
 pub(crate) mod writer;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -15,6 +15,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::table::slices::Slices;
 use crate::table::Lst;
 use crate::value::{Value, ValueRef};
 
@@ -25,9 +26,9 @@ pub struct TableSet {
     /// search over a contiguous array (`perf`: a `BTreeMap` range descent was ~9 % of
     /// a get). Built once; the set is immutable.
     sorted: Vec<Arc<Lst>>,
-    /// `fences::prefix` of each table's smallest key in `sorted`: most comparisons of
-    /// the search are one integer compare.
-    prefixes: Vec<u64>,
+    /// The tables' smallest keys as integers after their common prefix
+    /// (`slices.rs`): most comparisons of the search are one integer compare.
+    slices: Slices,
     entries: u64,
     bytes: u64,
 }
@@ -42,10 +43,7 @@ impl TableSet {
         let mut sorted: Vec<Arc<Lst>> = lsts.into_iter().collect();
         sorted.sort_by(|a, b| a.min_key.cmp(&b.min_key));
         TableSet {
-            prefixes: sorted
-                .iter()
-                .map(|l| super::fences::prefix(&l.min_key))
-                .collect(),
+            slices: Slices::new(sorted.iter().map(|l| &*l.min_key)),
             entries: sorted.iter().map(|l| u64::from(l.entries)).sum(),
             bytes: sorted.iter().map(|l| u64::from(l.size)).sum(),
             sorted,
@@ -99,23 +97,13 @@ impl TableSet {
 
     /// Number of tables whose smallest key is `<= key` (`< key` unless `inclusive`).
     fn count_upto(&self, key: &[u8], inclusive: bool) -> usize {
-        let kp = super::fences::prefix(key);
-        let (mut lo, mut hi) = (0, self.sorted.len());
-        while lo < hi {
-            let mid = usize::midpoint(lo, hi);
-            let p = self.prefixes[mid];
-            let below = p < kp
-                || (p == kp && {
-                    let m = &*self.sorted[mid].min_key;
-                    m < key || (inclusive && m == key)
-                });
-            if below {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        let pfx = self
+            .sorted
+            .first()
+            .and_then(|l| l.min_key.get(..self.slices.prefix_len()))
+            .unwrap_or(&[]);
+        self.slices
+            .count_below(pfx, key, inclusive, |i| &self.sorted[i].min_key)
     }
 
     /// The table whose range may hold `key`.
