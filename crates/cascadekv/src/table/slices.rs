@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn shared_prefixes_short_keys_and_zero_bytes() {
-        let keys: Vec<Vec<u8>> = [
+        let mut keys: Vec<Vec<u8>> = [
             &b"key:000000000001"[..],
             b"key:000000000001\0",
             b"key:000000000002",
@@ -150,7 +150,6 @@ mod tests {
         .iter()
         .map(|k| k.to_vec())
         .collect();
-        let mut keys = keys;
         keys.sort();
         for probe in [
             &b""[..],
