@@ -31,7 +31,7 @@ pub(crate) struct Built {
 /// Writes the newest versions in `fs` (frozen: no write is in flight) into LSTs.
 pub(crate) fn build(pool: &Arc<Pool>, topts: &TableOptions, fs: &FastStore) -> Result<Built> {
     let mut writer = TableWriter::new(pool.clone());
-    let mut builder = topts.builder();
+    let mut builder = topts.builder(true);
     let mut segs = SegmentMap::default();
     for s in fs.segments() {
         segs.insert(s);

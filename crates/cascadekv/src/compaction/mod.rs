@@ -280,7 +280,7 @@ struct UnitResult {
 
 fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Result<UnitResult> {
     let mut writer = TableWriter::new(input.pool.clone());
-    let mut builder = input.topts.builder();
+    let mut builder = input.topts.builder(input.topts.stable_filters);
     let mut made = Vec::new();
     let mut dead = DeadTally::default();
     let mut moved_out = DeadTally::default();

@@ -218,11 +218,14 @@ impl Engine {
                 }
             }
             for t in &stages.buffer {
-                if let Some(f) = t.tables.get_with(key, |v| take(v, out))? {
+                if let Some(f) = t.tables.get_with(key, true, |v| take(v, out))? {
                     break 'found Some(f);
                 }
             }
-            stages.stable.tables().get_with(key, |v| take(v, out))?
+            stages
+                .stable
+                .tables()
+                .get_with(key, self.opts.stable_filters, |v| take(v, out))?
         };
         match found {
             None | Some(Found::Deleted) => Ok(false),

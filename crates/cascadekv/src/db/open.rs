@@ -94,6 +94,7 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         block_size: opts.block_size,
         max_bytes: opts.table_max_bytes,
         ids: Arc::new(AtomicU64::new(state.next_lst_id.max(1))),
+        stable_filters: opts.stable_filters,
     };
     let old: Vec<(u64, u64)> = man
         .current

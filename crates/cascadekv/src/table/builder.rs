@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::block::{data_entry_len, index_entry_len, BlockBuilder, BlockKind};
+use super::filter::{key_hash, Filter};
 use crate::value::ValueRef;
 
 /// Units an index block may fill (2 × 512 B: about 45 data blocks, ~1000 small
@@ -43,6 +44,8 @@ pub struct BuiltLst {
     pub entries: u32,
     /// First chunks of the value segments its entries point into, ascending.
     pub values: Vec<u64>,
+    /// Bloom filter of its keys (DRAM only, `filter.rs`), if the builder made one.
+    pub filter: Option<Filter>,
 }
 
 /// How tables are cut: block size, largest table, and the source of table ids.
@@ -54,12 +57,16 @@ pub(crate) struct TableOptions {
     pub max_bytes: usize,
     /// Hands out LST ids (unique for the life of the store).
     pub ids: Arc<AtomicU64>,
+    /// Compaction output (StableStore) gets filters too (`Options::stable_filters`).
+    pub stable_filters: bool,
 }
 
 impl TableOptions {
-    /// A builder cutting tables this way.
-    pub fn builder(&self) -> LstBuilder {
-        LstBuilder::new(self.block_size, self.max_bytes, self.ids.clone())
+    /// A builder cutting tables this way; `filters`: give each table a Bloom filter.
+    pub fn builder(&self, filters: bool) -> LstBuilder {
+        let mut b = LstBuilder::new(self.block_size, self.max_bytes, self.ids.clone());
+        b.filters = filters;
+        b
     }
 }
 
@@ -78,6 +85,10 @@ pub struct LstBuilder {
     entries: u32,
     /// Value segments the LST in progress points into.
     values: std::collections::BTreeSet<u64>,
+    /// Whether finished LSTs get a filter.
+    filters: bool,
+    /// `key_hash` of every key of the LST in progress, for its filter.
+    hashes: Vec<u64>,
     id: u64,
     ids: Arc<AtomicU64>,
 }
@@ -99,6 +110,8 @@ impl LstBuilder {
             last_key: Vec::new(),
             entries: 0,
             values: std::collections::BTreeSet::new(),
+            filters: false,
+            hashes: Vec::new(),
             id,
             ids,
         }
@@ -133,6 +146,9 @@ impl LstBuilder {
             self.min_key = Some(key.into());
         }
         self.data.add_data(key, v);
+        if self.filters {
+            self.hashes.push(key_hash(key));
+        }
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         self.entries += 1;
@@ -169,7 +185,9 @@ impl LstBuilder {
             max_key: self.last_key.as_slice().into(),
             entries: self.entries,
             values: std::mem::take(&mut self.values).into_iter().collect(),
+            filter: self.filters.then(|| Filter::build(&self.hashes)),
         };
+        self.hashes.clear();
         self.entries = 0;
         self.id = self.ids.fetch_add(1, Ordering::AcqRel);
         Some(built)

@@ -27,6 +27,7 @@ pub(crate) mod block;
 pub(crate) mod builder;
 pub(crate) mod check;
 mod fences;
+mod filter;
 pub(crate) mod reclaim;
 pub(crate) mod set;
 mod slices;
@@ -101,6 +102,10 @@ pub struct Lst {
     obsolete: AtomicBool,
     /// The index block, verified and decoded by the first lookup (`fences.rs`).
     fences: std::sync::OnceLock<fences::Fences>,
+    /// Bloom filter of the keys: set at placement (the builder's, or `None` for a
+    /// table built without one), or built on the first filtered lookup of a table
+    /// loaded at open (`None` if that read failed).
+    filter: std::sync::OnceLock<Option<filter::Filter>>,
 }
 
 /// Placement facts of an LST (what the manifest stores).
@@ -158,6 +163,7 @@ impl Lst {
             values: Vec::new(),
             obsolete: AtomicBool::new(true),
             fences: std::sync::OnceLock::new(),
+            filter: std::sync::OnceLock::new(),
         }
     }
 
@@ -274,16 +280,53 @@ impl Lst {
             .ok_or_else(|| Error::Internal("table index copy missing".into()))
     }
 
-    /// DRAM the index copy takes once a lookup built it.
-    pub fn fences_dram_bytes(&self) -> u64 {
-        self.fences.get().map_or(0, |f| f.dram_bytes() as u64)
+    /// DRAM the index copy and the filter take once built.
+    pub fn lookup_dram_bytes(&self) -> u64 {
+        let fences = self.fences.get().map_or(0, fences::Fences::dram_bytes);
+        let filter = self
+            .filter
+            .get()
+            .and_then(Option::as_ref)
+            .map_or(0, filter::Filter::dram_bytes);
+        (fences + filter) as u64
+    }
+
+    /// The table's filter, built from a verified read of every data block if the table
+    /// has none yet (loaded at open); `None` if that read failed.
+    fn filter(&self) -> Option<&filter::Filter> {
+        self.filter
+            .get_or_init(|| {
+                let mut hashes = Vec::with_capacity(self.entries as usize);
+                self.scan_from(None, |k, _| {
+                    hashes.push(filter::key_hash(k));
+                    true
+                })
+                .ok()
+                .map(|()| filter::Filter::build(&hashes))
+            })
+            .as_ref()
     }
 
     /// Looks `key` up and calls `f` with its value borrowed from the verified data
     /// block (no copy unless `f` makes one): one data block read (the index block is
     /// verified and copied to DRAM by the first lookup, `fences.rs`).
-    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(ValueRef<'_>) -> R) -> Result<Option<R>> {
+    ///
+    /// `filtered`: consult the table's Bloom filter first (building it if the table
+    /// was loaded at open), which skips the block read for most absent keys.
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        filtered: bool,
+        f: impl FnOnce(ValueRef<'_>) -> R,
+    ) -> Result<Option<R>> {
         if key < &*self.min_key || key > &*self.max_key {
+            return Ok(None);
+        }
+        if filtered
+            && self
+                .filter()
+                .is_some_and(|f| !f.may_contain(filter::key_hash(key)))
+        {
             return Ok(None);
         }
         let Some((addr, units)) = self.fences()?.block_for(key) else {
@@ -452,7 +495,13 @@ mod tests {
         let p = pool();
         let used0 = p.allocator().used_chunks();
         let mut w = TableWriter::new(p.clone());
-        let mut b = LstBuilder::new(512, 64 << 10, ids());
+        let topts = builder::TableOptions {
+            block_size: 512,
+            max_bytes: 64 << 10,
+            ids: ids(),
+            stable_filters: false,
+        };
+        let mut b = topts.builder(true);
         let mut lsts = Vec::new();
         for i in 0..5000u64 {
             let k = (i * 2).to_be_bytes();
@@ -474,17 +523,36 @@ mod tests {
         for l in &lsts {
             assert_eq!(l.verify()?, u64::from(l.entries));
         }
-        let find = |k: u64| -> Result<Option<Value>> {
+        let find = |k: u64, filtered: bool| -> Result<Option<Value>> {
             for l in &lsts {
-                if let Some(v) = l.get_with(&k.to_be_bytes(), owned)? {
+                if let Some(v) = l.get_with(&k.to_be_bytes(), filtered, owned)? {
                     return Ok(Some(v));
                 }
             }
             Ok(None)
         };
-        assert_eq!(find(20)?, Some(Value::Tombstone));
-        assert_eq!(find(22)?, Some(Value::Inline(22u64.to_be_bytes().to_vec())));
-        assert_eq!(find(23)?, None);
+        for filtered in [false, true] {
+            assert_eq!(find(20, filtered)?, Some(Value::Tombstone));
+            assert_eq!(
+                find(22, filtered)?,
+                Some(Value::Inline(22u64.to_be_bytes().to_vec()))
+            );
+            assert_eq!(find(23, filtered)?, None);
+        }
+        // Every key passes the filter of the table whose range holds it; most absent
+        // keys do not (about 1 %).
+        let passes = |k: u64| {
+            let k = k.to_be_bytes();
+            lsts.iter()
+                .filter(|l| *l.min_key <= k[..] && k[..] <= *l.max_key)
+                .any(|l| {
+                    l.filter()
+                        .is_some_and(|f| f.may_contain(filter::key_hash(&k)))
+                })
+        };
+        assert!((0..5000u64).all(|i| passes(i * 2)));
+        let false_positives = (0..5000u64).filter(|i| passes(i * 2 + 1)).count();
+        assert!(false_positives < 150, "{false_positives} of 5000");
         // Range scan across a table.
         let mut got = Vec::new();
         lsts[1].scan_from(Some(&lsts[1].min_key[..]), |k, _| {
@@ -523,7 +591,7 @@ mod tests {
             p.mem().write(addr, &[orig ^ 0x20])?;
             let mut all_ok = true;
             for i in 0..100u64 {
-                match l.get_with(&i.to_be_bytes(), owned) {
+                match l.get_with(&i.to_be_bytes(), false, owned) {
                     Ok(Some(v)) => assert_eq!(v, Value::Inline(b"value".to_vec())),
                     Ok(None) => panic!("key {i} vanished after flipping byte {off}"),
                     Err(e) => {
@@ -545,6 +613,74 @@ mod tests {
             }
             p.mem().write(addr, &[orig])?;
         }
+        Ok(())
+    }
+
+    /// A table loaded at open has no filter until a filtered lookup builds one from a
+    /// verified read of its blocks; if a block is damaged it gets none, and lookups in
+    /// its intact blocks still answer.
+    #[test]
+    fn loaded_tables_build_filters_lazily_and_damage_leaves_none() -> Result<()> {
+        let p = pool();
+        let mut w = TableWriter::new(p.clone());
+        let mut b = LstBuilder::new(256, 64 << 10, ids());
+        for i in 0..100u64 {
+            assert!(b
+                .add(&(i * 2).to_be_bytes(), &ValueRef::Inline(b"value"))
+                .is_none());
+        }
+        let built = b.finish().ok_or_else(|| Error::Internal("empty".into()))?;
+        let placed = w.place(built, &SegmentMap::default())?;
+        w.sync()?;
+        assert!(
+            placed.filter.get().is_some_and(Option::is_none),
+            "built without"
+        );
+        let meta = LstMeta {
+            id: placed.id,
+            base: placed.base,
+            size: placed.size,
+            index_off: placed.index_off,
+            index_units: placed.index_units,
+            entries: placed.entries,
+            min_key: placed.min_key.clone(),
+            max_key: placed.max_key.clone(),
+            values: None,
+        };
+        let loaded = Lst::probe(&meta, placed.chunk.clone());
+        assert!(loaded.filter.get().is_none());
+        assert_eq!(
+            loaded.get_with(&4u64.to_be_bytes(), true, owned)?,
+            Some(Value::Inline(b"value".to_vec()))
+        );
+        assert!(
+            loaded.filter.get().is_some_and(Option::is_some),
+            "not built"
+        );
+        for i in 0..100u64 {
+            assert!(loaded
+                .get_with(&(i * 2).to_be_bytes(), true, owned)?
+                .is_some());
+        }
+        // Damage the last data block, then load again: no filter, and a key in the
+        // first block is still found; one in the damaged block is Corruption.
+        let last_block = u64::from(loaded.index_off) - 100;
+        let addr = placed.base + last_block;
+        let orig = p.mem().read(addr, 1)?[0];
+        p.mem().write(addr, &[orig ^ 0x01])?;
+        let damaged = Lst::probe(&meta, placed.chunk.clone());
+        assert_eq!(
+            damaged.get_with(&0u64.to_be_bytes(), true, owned)?,
+            Some(Value::Inline(b"value".to_vec()))
+        );
+        assert!(
+            damaged.filter.get().is_some_and(Option::is_none),
+            "filter from a damaged read"
+        );
+        assert!(
+            matches!(damaged.get_with(&198u64.to_be_bytes(), true, owned), Err(e) if e.is_corruption())
+        );
+        p.mem().write(addr, &[orig])?;
         Ok(())
     }
 }

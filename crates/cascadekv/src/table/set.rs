@@ -85,7 +85,7 @@ impl TableSet {
         self.sorted
             .iter()
             .map(|l| {
-                TABLE_OVERHEAD + (l.min_key.len() + l.max_key.len()) as u64 + l.fences_dram_bytes()
+                TABLE_OVERHEAD + (l.min_key.len() + l.max_key.len()) as u64 + l.lookup_dram_bytes()
             })
             .sum()
     }
@@ -113,9 +113,14 @@ impl TableSet {
 
     /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST) and
     /// calls `f` with its value borrowed ([`Lst::get_with`]).
-    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(ValueRef<'_>) -> R) -> Result<Option<R>> {
+    pub fn get_with<R>(
+        &self,
+        key: &[u8],
+        filtered: bool,
+        f: impl FnOnce(ValueRef<'_>) -> R,
+    ) -> Result<Option<R>> {
         match self.table_for(key) {
-            Some(l) => l.get_with(key, f),
+            Some(l) => l.get_with(key, filtered, f),
             None => Ok(None),
         }
     }

@@ -112,6 +112,7 @@ impl TableWriter {
             values,
             obsolete: AtomicBool::new(false),
             fences: std::sync::OnceLock::new(),
+            filter: std::sync::OnceLock::from(b.filter),
         }))
     }
 
