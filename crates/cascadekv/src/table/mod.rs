@@ -490,6 +490,22 @@ mod tests {
         Arc::new(std::sync::atomic::AtomicU64::new(1))
     }
 
+    /// One placed, synced table of 256-byte blocks (no filter): keys `i * step` for
+    /// `i` in 0..100, each with the value `value`.
+    fn one_table(p: &Arc<Pool>, step: u64) -> Result<Arc<Lst>> {
+        let mut w = TableWriter::new(p.clone());
+        let mut b = LstBuilder::new(256, 64 << 10, ids());
+        for i in 0..100u64 {
+            assert!(b
+                .add(&(i * step).to_be_bytes(), &ValueRef::Inline(b"value"))
+                .is_none());
+        }
+        let built = b.finish().ok_or_else(|| Error::Internal("empty".into()))?;
+        let l = w.place(built, &SegmentMap::default())?;
+        w.sync()?;
+        Ok(l)
+    }
+
     #[test]
     fn build_place_get_scan_and_free() -> Result<()> {
         let p = pool();
@@ -575,16 +591,7 @@ mod tests {
     #[test]
     fn damaged_blocks_are_corruption_never_data() -> Result<()> {
         let p = pool();
-        let mut w = TableWriter::new(p.clone());
-        let mut b = LstBuilder::new(256, 64 << 10, ids());
-        for i in 0..100u64 {
-            assert!(b
-                .add(&i.to_be_bytes(), &ValueRef::Inline(b"value"))
-                .is_none());
-        }
-        let built = b.finish().ok_or_else(|| Error::Internal("empty".into()))?;
-        let l = w.place(built, &SegmentMap::default())?;
-        w.sync()?;
+        let l = one_table(&p, 1)?;
         for off in (0..u64::from(l.size)).step_by(37) {
             let addr = l.base + off;
             let orig = p.mem().read(addr, 1)?[0];
@@ -622,16 +629,7 @@ mod tests {
     #[test]
     fn loaded_tables_build_filters_lazily_and_damage_leaves_none() -> Result<()> {
         let p = pool();
-        let mut w = TableWriter::new(p.clone());
-        let mut b = LstBuilder::new(256, 64 << 10, ids());
-        for i in 0..100u64 {
-            assert!(b
-                .add(&(i * 2).to_be_bytes(), &ValueRef::Inline(b"value"))
-                .is_none());
-        }
-        let built = b.finish().ok_or_else(|| Error::Internal("empty".into()))?;
-        let placed = w.place(built, &SegmentMap::default())?;
-        w.sync()?;
+        let placed = one_table(&p, 2)?;
         assert!(
             placed.filter.get().is_some_and(Option::is_none),
             "built without"
