@@ -606,7 +606,8 @@ mod tests {
         let i = Index::new();
         let mut model = BTreeMap::new();
         let mut x: u64 = 7;
-        for n in 0..60_000u64 {
+        // Thousands of leaves at LEAF_CAP = 256: inner nodes split too.
+        for n in 0..400_000u64 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
@@ -791,14 +792,18 @@ mod tests {
 
     #[test]
     fn racing_writers_and_readers_with_splits() {
+        // 50 000 keys: hundreds of leaf splits and inner-node splits while the
+        // threads race.
+        const KEYS: u64 = 50_000;
+        const PUTS: u64 = 60_000;
         let s = Arc::new(Snapshots::default());
         let i = Arc::new(Index::new());
         let hs: Vec<_> = (0..4u64)
             .map(|t| {
                 let (s, i) = (s.clone(), i.clone());
                 std::thread::spawn(move || {
-                    for n in 0..20_000u64 {
-                        let k = (n * 7919 % 5000).to_be_bytes();
+                    for n in 0..PUTS {
+                        let k = (n * 7919 % KEYS).to_be_bytes();
                         let lsn = n * 4 + t + 1;
                         i.put_validate(&k, ver(lsn, 1, &lsn.to_le_bytes()), &s);
                         if n % 3 == 0 {
@@ -811,13 +816,18 @@ mod tests {
         for h in hs {
             assert!(h.join().is_ok());
         }
-        assert_eq!(i.len(), 5000);
-        for k in 0..5000u64 {
-            let max = (0..20_000u64)
-                .filter(|n| n * 7919 % 5000 == k)
-                .map(|n| n * 4 + 4)
-                .max();
-            assert_eq!(i.get(&k.to_be_bytes()).map(|v| v.lsn), max, "key {k}");
+        assert_eq!(i.len(), KEYS as usize);
+        // The newest LSN of each key: thread 3's last put of it.
+        let mut max = std::collections::HashMap::new();
+        for n in 0..PUTS {
+            max.insert(n * 7919 % KEYS, n * 4 + 4);
+        }
+        for k in 0..KEYS {
+            assert_eq!(
+                i.get(&k.to_be_bytes()).map(|v| v.lsn),
+                max.get(&k).copied(),
+                "key {k}"
+            );
         }
     }
 
