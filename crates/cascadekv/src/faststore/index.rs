@@ -816,7 +816,7 @@ mod tests {
         for h in hs {
             assert!(h.join().is_ok());
         }
-        assert_eq!(i.len(), KEYS as usize);
+        assert_eq!(i.len() as u64, KEYS);
         // The newest LSN of each key: thread 3's last put of it.
         let mut max = std::collections::HashMap::new();
         for n in 0..PUTS {
