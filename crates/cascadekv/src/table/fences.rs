@@ -70,15 +70,16 @@ impl Fences {
         &self.keys[start..self.ends[i] as usize]
     }
 
-    /// The data block that may hold `key`: (offset, units), or `None` if `key` sorts
-    /// before the first block — the same answer as `Block::child_for` on the index
+    /// The data block that may hold `key`: (offset, units, whether it is the table's
+    /// last block — only there can a key sort past the table's end), or `None` if `key`
+    /// sorts before the first block: the same block as `Block::child_for` on the index
     /// block.
-    pub(crate) fn block_for(&self, key: &[u8]) -> Option<(u64, u8)> {
+    pub(crate) fn block_for(&self, key: &[u8]) -> Option<(u64, u8, bool)> {
         // Number of blocks whose first key is <= key.
         let pfx = self.keys.get(..self.slices.prefix_len()).unwrap_or(&[]);
         let lo = self.slices.count_below(pfx, key, true, |i| self.key(i));
         let i = lo.checked_sub(1)?;
-        Some((self.addrs[i], self.units[i]))
+        Some((self.addrs[i], self.units[i], lo == self.addrs.len()))
     }
 
     /// DRAM this copy takes.
@@ -126,7 +127,10 @@ mod tests {
                     .unwrap_or_else(|| panic!("search"))
                     .and_then(|i| block.index_at(i))
                     .map(|e| (e.addr, e.units));
-                assert_eq!(f.block_for(key.as_bytes()), want, "{key}");
+                let got = f.block_for(key.as_bytes());
+                assert_eq!(got.map(|(a, u, _)| (a, u)), want, "{key}");
+                let last_addr = (firsts.len() as u64 - 1) * 512;
+                assert_eq!(got.map(|g| g.2), want.map(|w| w.0 == last_addr), "{key}");
             }
         }
     }
