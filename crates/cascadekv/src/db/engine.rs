@@ -192,8 +192,6 @@ impl Engine {
         switched
     }
 
-    /// Turns a stage's value into bytes (reading and verifying the log record of a
-    /// separated value). `None` for a tombstone.
     /// Point lookup through `stages`, newest stage first (FluidKV Algorithm 2): the
     /// value of `key` as of snapshot `snap` (`None`: the newest) into `out`; false if
     /// the key is absent or deleted. `out` is cleared first and not reallocated when
@@ -234,6 +232,8 @@ impl Engine {
         }
     }
 
+    /// Turns a stage's value into bytes (reading and verifying the log record of a
+    /// separated value). `None` for a tombstone.
     pub(crate) fn resolve(&self, key: &[u8], v: ValueRef<'_>) -> Result<Option<Vec<u8>>> {
         match v {
             ValueRef::Tombstone => Ok(None),
