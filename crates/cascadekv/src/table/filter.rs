@@ -24,20 +24,9 @@ const PROBES: u32 = 6;
 /// `u64` words per block (one 64-byte cache line).
 const WORDS: usize = 8;
 
-/// A 64-bit hash of a key (multiply-xorshift over 8-byte words, then the splitmix64
-/// finalizer). Not keyed: it only spreads keys over filter bits.
-pub(crate) fn key_hash(k: &[u8]) -> u64 {
-    let mut h = 0x9E37_79B9_7F4A_7C15_u64 ^ (k.len() as u64);
-    for c in k.chunks(8) {
-        let mut b = [0u8; 8];
-        b[..c.len()].copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        h ^= h >> 31;
-    }
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^ (h >> 31)
-}
+/// The hash a filter uses: the engine's key hash (`coding::hash64`, which also picks
+/// LSN stripes); its high half picks the block, its low half the bits.
+pub(crate) use crate::coding::hash64 as key_hash;
 
 /// A blocked Bloom filter over a table's keys.
 #[derive(Debug)]

@@ -22,6 +22,8 @@
 
 use std::cmp::Ordering;
 
+use crate::faststore::ikey::slice_at;
+
 /// Keys of one sorted, duplicate-free list, as the length of their common prefix and
 /// 8-byte slices after it. The prefix itself is not copied: the caller passes it from
 /// a key it keeps anyway (a separate copy per table was one more cache miss per
@@ -32,15 +34,6 @@ pub(crate) struct Slices {
     ints: Box<[u64]>,
     /// Length of the prefix every key starts with.
     plen: u32,
-}
-
-/// Big-endian `u64` of `k[off..off + 8]`, zero-padded.
-fn slice_at(k: &[u8], off: usize) -> u64 {
-    let rest = k.get(off..).unwrap_or(&[]);
-    let mut b = [0u8; 8];
-    let n = rest.len().min(8);
-    b[..n].copy_from_slice(&rest[..n]);
-    u64::from_be_bytes(b)
 }
 
 impl Slices {
