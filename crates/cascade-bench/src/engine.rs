@@ -5,6 +5,8 @@
 //! * `dram-index` — the upper bound FluidKV and FlatStore compare against: the same
 //!   concurrent DRAM index with the same thread-exclusive logs, but no stages: nothing
 //!   is ever flushed, every key stays indexed in DRAM.
+//! * `cascade-hikv`, `dram-hikv` — the same two with HiKV's hybrid FastStore index
+//!   (`Options::hash_index`).
 //! * `rocksdb` — RocksDB through the `rocksdb` crate, in the separate
 //!   `cascade-bench-rocksdb` crate (enable with `--features rocksdb` on `cascade`).
 //!
@@ -115,13 +117,26 @@ impl CascadeEngine {
     ///
     /// [`Db::open`]'s error, as text.
     pub fn open_dram_index(dir: &std::path::Path, opts: Options) -> Result<Self, String> {
+        Self::open_dram_index_named("dram-index", dir, opts)
+    }
+
+    /// A FastStore-only peer named `name` (stages switched off as for `dram-index`).
+    ///
+    /// # Errors
+    ///
+    /// [`Db::open`]'s error, as text.
+    pub fn open_dram_index_named(
+        name: &str,
+        dir: &std::path::Path,
+        opts: Options,
+    ) -> Result<Self, String> {
         let opts = Options {
             faststore_capacity: u64::MAX / 4,
             background: false,
             flush_when_read_only: false,
             ..opts
         };
-        Self::open("dram-index", dir, opts)
+        Self::open(name, dir, opts)
     }
 
     /// The database.
@@ -178,7 +193,7 @@ impl Engine for CascadeEngine {
     }
 
     fn settle(&self) -> Result<(), String> {
-        if self.db.options().background || self.name != "dram-index" {
+        if self.db.options().background || !self.name.starts_with("dram-") {
             self.db.flush_faststore().map_err(|e| e.to_string())?;
             self.db.compact().map_err(|e| e.to_string())?;
         }

@@ -222,7 +222,8 @@ struct BenchArgs {
     /// cascade-nocleaning (log cleaning off), cascade-vb (each thread persists its own
     /// synchronous writes: no batching across threads), cascade-plain (a log record per
     /// operation: no packed records), cascade-sf (Bloom filters on StableStore tables
-    /// too), dram-index,
+    /// too), cascade-hikv (HiKV's hybrid hash + tree FastStore index), dram-index (the
+    /// FastStore alone), dram-hikv (the FastStore alone with the hybrid index),
     /// rocksdb (needs a build with `--features rocksdb`). Ratios are against the first.
     #[arg(long, default_value = "cascade")]
     engine: String,
@@ -374,11 +375,32 @@ fn open_engine(
             };
             Ok(Box::new(CascadeEngine::open("cascade-sf", dir, opts)?))
         }
+        // HiKV's hybrid FastStore index (hash part for point operations, the tree
+        // updated in the background), against `cascade`'s tree alone.
+        "cascade-hikv" => {
+            let opts = Options {
+                hash_index: true,
+                ..opts.clone()
+            };
+            Ok(Box::new(CascadeEngine::open("cascade-hikv", dir, opts)?))
+        }
         "dram-index" => Ok(Box::new(CascadeEngine::open_dram_index(dir, opts.clone())?)),
+        // The FastStore alone with the hybrid index (against `dram-index`).
+        "dram-hikv" => {
+            let opts = Options {
+                hash_index: true,
+                ..opts.clone()
+            };
+            Ok(Box::new(CascadeEngine::open_dram_index_named(
+                "dram-hikv",
+                dir,
+                opts,
+            )?))
+        }
         "rocksdb" => open_rocksdb(dir, opts.durability == Durability::Sync, block_cache),
         other => Err(format!(
             "unknown engine {other:?} (cascade, cascade-nocleaning, cascade-vb, cascade-plain, \
-             cascade-sf, dram-index, rocksdb)"
+             cascade-sf, cascade-hikv, dram-index, dram-hikv, rocksdb)"
         )),
     }
 }

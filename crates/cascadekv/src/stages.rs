@@ -227,11 +227,12 @@ impl StageSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::faststore::IndexKind;
     use crate::pmem::test_pool;
 
     fn stages(pool: &Arc<crate::pmem::Pool>) -> Stages {
         Stages {
-            active: Arc::new(FastStore::with_group(pool, 1, 1, 1)),
+            active: Arc::new(FastStore::with_group(pool, 1, 1, 1, &IndexKind::Ordered)),
             immutable: Vec::new(),
             buffer: Vec::new(),
             stable: Arc::new(StableStore::new(Vec::new())),
@@ -247,7 +248,13 @@ mod tests {
         let reader = set.load_full();
         let first = Arc::downgrade(&reader.active);
         let active = reader.active.clone();
-        assert!(set.freeze(&active, true, || FastStore::with_group(&pool, 2, 1, 1)));
+        assert!(set.freeze(&active, true, || FastStore::with_group(
+            &pool,
+            2,
+            1,
+            1,
+            &IndexKind::Ordered
+        )));
         drop(active);
         // The reader still holds the first stage set: a sweep keeps it.
         assert_eq!(set.sweep(), 1);

@@ -68,9 +68,11 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Tiny stages so every path runs: small FastStores, 256 B blocks, 1 KiB tables.
 /// `background` = flush and compaction threads on (timing-dependent interleavings)
-/// or off (only the explicit Flush / Compact operations move data).
-fn opts(background: bool) -> Options {
+/// or off (only the explicit Flush / Compact operations move data). `hash_index`:
+/// HiKV's hybrid FastStore index instead of the tree alone.
+fn opts(background: bool, hash_index: bool) -> Options {
     Options {
+        hash_index,
         pool_size: 64 << 20,
         chunk_size: 64 << 10,
         faststore_capacity: 64 << 10,
@@ -86,12 +88,13 @@ fn opts(background: bool) -> Options {
 }
 
 fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
-    check_with(ops.clone(), false)?;
-    check_with(ops, true)
+    check_with(ops.clone(), false, false)?;
+    check_with(ops.clone(), true, false)?;
+    check_with(ops, true, true)
 }
 
-fn check_with(ops: Vec<Op>, background: bool) -> Result<(), TestCaseError> {
-    let opts = || opts(background);
+fn check_with(ops: Vec<Op>, background: bool, hash_index: bool) -> Result<(), TestCaseError> {
+    let opts = || opts(background, hash_index);
     let dir = std::env::temp_dir().join(format!(
         "ckv-model-{}-{:?}",
         std::process::id(),

@@ -29,7 +29,7 @@ use super::options::Options;
 use super::RecoveryInfo;
 use crate::epoch::Snapshots;
 use crate::error::{Error, Result};
-use crate::faststore::{FastStore, Lsns, WriteCtx};
+use crate::faststore::{FastStore, IndexKind, Lsns, WriteCtx};
 use crate::manifest::Manifest;
 use crate::pmem::Pool;
 use crate::stages::{StageSet, Stages};
@@ -86,7 +86,7 @@ pub(crate) struct Engine {
     /// LSN stripes (atomics, Algorithm 1).
     pub lsns: Lsns,
     /// Snapshot registry (internally locked).
-    pub snaps: Snapshots,
+    pub snaps: Arc<Snapshots>,
     /// Generation number of the next FastStore (atomic; taken under the stage lock).
     pub next_generation: AtomicU64,
     /// Set once by `close`; writes check it inside their slot (see `FastStore::write`).
@@ -167,7 +167,8 @@ impl Engine {
         }
     }
 
-    /// A fresh FastStore with the next generation number.
+    /// A fresh FastStore with the next generation number (its index as
+    /// `Options::hash_index` says).
     pub(crate) fn new_faststore(&self) -> FastStore {
         let gen = self.next_generation.fetch_add(1, Ordering::AcqRel);
         FastStore::with_group(
@@ -175,6 +176,7 @@ impl Engine {
             gen,
             self.opts.log_slots,
             self.opts.sync_group_size,
+            &index_kind(&self.opts, &self.snaps),
         )
     }
 
@@ -293,5 +295,18 @@ fn take(v: ValueRef<'_>, out: &mut Vec<u8>) -> Found {
             Found::Copied
         }
         ValueRef::Separated(p) => Found::Separated(p),
+    }
+}
+
+/// The FastStore index `opts` asks for.
+pub(crate) fn index_kind(opts: &Options, snaps: &Arc<Snapshots>) -> IndexKind {
+    if opts.hash_index {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        IndexKind::Hybrid {
+            snaps: snaps.clone(),
+            threads: cores.saturating_sub(1).max(1),
+        }
+    } else {
+        IndexKind::Ordered
     }
 }

@@ -80,12 +80,13 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         .max()
         .unwrap_or(0)
         + 1;
-    let snaps = Snapshots::default();
+    let snaps = Arc::new(Snapshots::default());
     let fs = Arc::new(FastStore::with_group(
         &pool,
         generation,
         opts.log_slots,
         opts.sync_group_size,
+        &super::engine::index_kind(&opts, &snaps),
     ));
     let max_lsn = restore_faststore(&pool, &fs, &disc, &live, &opts, &mut info)?;
     info.logs = live.len() as u64;

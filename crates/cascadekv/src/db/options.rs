@@ -107,6 +107,14 @@ pub struct Options {
     /// 1.8-2.3 Mops/s) and DRAM grows by 1.25 B per key; off: the last stage answers a
     /// miss by reading one block, as without filters. Bench engine `cascade-sf`.
     pub stable_filters: bool,
+    /// HiKV's hybrid FastStore index (`faststore/index.rs`, HiKV §3.1–3.3): a
+    /// partitioned hash index answers gets and takes puts, and the ordered B-link tree
+    /// beside it is updated by backend threads (as many as HiKV's cost model asks, at
+    /// most one fewer than the cores, at least one); a scan or flush first waits for
+    /// the updates acknowledged before it. Costs about 2× the index DRAM per key.
+    /// Default off, chosen by measurement (docs/benchmarks.md, "HiKV"). Bench engines
+    /// `cascade-hikv` and `dram-hikv`.
+    pub hash_index: bool,
     /// Immutable FastStores allowed to wait for the flush thread before writers are
     /// slowed down (the memory budget; default 2).
     pub max_immutable_faststores: usize,
@@ -151,6 +159,7 @@ impl Default for Options {
             block_size: 512,
             table_max_bytes: 256 << 10,
             stable_filters: false,
+            hash_index: false,
             max_immutable_faststores: 2,
             buffer_trees_write_heavy: 4,
             buffer_trees_read_heavy: 1,

@@ -20,7 +20,7 @@ use super::{Options, RecoveryInfo};
 use crate::bufferstore::BufferTree;
 use crate::error::{Error, Result};
 use crate::faststore::ikey::IKey;
-use crate::faststore::{checkpoint, entry_dram, FastStore, Val, Version};
+use crate::faststore::{checkpoint, FastStore, Val, Version};
 use crate::log::record::value_len;
 use crate::log::{self, Discovery, Kind, LogInfo, TornTail};
 use crate::manifest::ManifestState;
@@ -324,7 +324,7 @@ fn replay_all(
         log::seal_torn_tail(pool, t)?;
     }
     let mut dram = 0u64;
-    let merged = merge_newest(runs).inspect(|(k, v)| dram += entry_dram(k.len(), &v.val));
+    let merged = merge_newest(runs).inspect(|(k, v)| dram += fs.entry_dram(k.len(), &v.val));
     fs.index().bulk_load(merged);
     fs.add_recovered(
         logs.iter()

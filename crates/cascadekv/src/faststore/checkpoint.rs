@@ -26,7 +26,7 @@
 use std::sync::Arc;
 
 use super::ikey::IKey;
-use super::{entry_dram, FastStore, Val, Version};
+use super::{FastStore, Val, Version};
 use crate::coding::{crc32c, crc32c_extend, get_u32, get_u64, put_u32, put_u64, usize_from};
 use crate::error::{Error, Result};
 use crate::pmem::{AllocClass, ChunkHeader, ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
@@ -282,7 +282,7 @@ fn load(fs: &FastStore, body: Body<'_>) -> Option<Loaded> {
         });
         fs.index().bulk_load(rx.iter().flatten().inspect(|(k, v)| {
             n += 1;
-            dram += entry_dram(k.len(), &v.val);
+            dram += fs.entry_dram(k.len(), &v.val);
         }));
     });
     if bad.load(std::sync::atomic::Ordering::Acquire) || n != body.count {

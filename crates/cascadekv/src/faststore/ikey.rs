@@ -101,10 +101,17 @@ impl IKey {
     /// The key's bytes.
     pub fn to_boxed(&self) -> Box<[u8]> {
         let mut v = Vec::with_capacity(self.len as usize);
-        let n = (self.len as usize).min(8);
-        v.extend_from_slice(&self.pre.to_be_bytes()[..n]);
-        v.extend_from_slice(self.tail());
+        self.write_to(&mut v);
         v.into_boxed_slice()
+    }
+
+    /// Replaces the contents of `out` with the key's bytes (no allocation once `out`
+    /// is large enough).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.clear();
+        let n = (self.len as usize).min(8);
+        out.extend_from_slice(&self.pre.to_be_bytes()[..n]);
+        out.extend_from_slice(self.tail());
     }
 
     /// Byte `i` of the key (`i < len`).
@@ -172,6 +179,9 @@ mod tests {
             prop_assert_eq!(ka.cmp_key(&kb), a.cmp(&b));
             prop_assert_eq!(ka.cmp_probe(&Probe::new(&b)), a.cmp(&b));
             prop_assert_eq!(&*ka.to_boxed(), &a[..]);
+            let mut out = b"left over".to_vec();
+            kb.write_to(&mut out);
+            prop_assert_eq!(&out[..], &b[..]);
         }
     }
 

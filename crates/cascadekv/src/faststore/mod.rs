@@ -13,8 +13,10 @@
 //! generation at any time.
 //!
 //! Files: [`write`] is Algorithm 1 (LSN, log append, validated index insert,
-//! accounting); [`index`] and [`node`] the B-link tree with LSN validation; [`ikey`] its
-//! key representation; [`version`] what it stores per key; [`lsn`] the LSN stripes.
+//! accounting); [`index`] the index façade: [`tree`] and [`node`] the B-link tree with
+//! LSN validation, alone or beside HiKV's hash index ([`hash`], updated through
+//! [`updates`]); [`ikey`] the key representation; [`version`] what is stored per key;
+//! [`lsn`] the LSN stripes.
 //!
 //! Thread-safety: `FastStore` is `Sync`. Each slot's `Mutex<LogSlot>` guards that
 //! slot's log writer and counters; it is held for the whole of a write — LSN fetch, log
@@ -25,11 +27,14 @@
 
 pub(crate) mod checkpoint;
 mod group;
+mod hash;
 pub(crate) mod ikey;
 pub(crate) mod index;
 pub(crate) mod lsn;
 pub(crate) mod node;
 mod slot_sync;
+mod tree;
+mod updates;
 pub(crate) mod version;
 mod write;
 
@@ -45,6 +50,7 @@ pub(crate) use node::ENTRY_OVERHEAD;
 pub use version::{Val, Version};
 pub(crate) use write::{Op, WriteCtx, Written};
 
+use crate::epoch::Snapshots;
 use crate::log::LogWriter;
 use crate::pmem::Pool;
 use crate::vlog::Segment;
@@ -74,6 +80,19 @@ pub(crate) struct LogSlot {
 #[derive(Debug)]
 #[repr(align(128))]
 struct Padded<T>(T);
+
+/// Which index a FastStore generation builds (`Options::hash_index`).
+#[derive(Debug, Clone)]
+pub(crate) enum IndexKind {
+    /// The B-link tree alone.
+    Ordered,
+    /// HiKV's hybrid index: hash part for point operations, the tree updated by up to
+    /// `threads` backend threads; `snaps` is the store's snapshot registry.
+    Hybrid {
+        snaps: Arc<Snapshots>,
+        threads: usize,
+    },
+}
 
 /// One FastStore generation.
 #[derive(Debug)]
@@ -125,8 +144,14 @@ pub(crate) fn thread_no() -> usize {
 impl FastStore {
     /// A new, empty generation with `slots` log slots on `pool`, whose synchronous
     /// writes are batched across threads in groups of at most `group` (1: each thread
-    /// persists its own log).
-    pub fn with_group(pool: &Arc<Pool>, generation: u64, slots: usize, group: usize) -> Self {
+    /// persists its own log), indexed by an `index` index.
+    pub fn with_group(
+        pool: &Arc<Pool>,
+        generation: u64,
+        slots: usize,
+        group: usize,
+        index: &IndexKind,
+    ) -> Self {
         let n = slots.max(1);
         let slots = (0..n)
             .map(|_| {
@@ -144,7 +169,10 @@ impl FastStore {
             .collect();
         FastStore {
             generation,
-            index: Index::new(),
+            index: match index {
+                IndexKind::Ordered => Index::new(),
+                IndexKind::Hybrid { snaps, threads } => Index::hybrid(snaps.clone(), n, *threads),
+            },
             slots,
             slot_cvs: (0..n).map(|_| parking_lot::Condvar::new()).collect(),
             frozen: AtomicBool::new(false),
@@ -252,8 +280,22 @@ impl FastStore {
     }
 }
 
-/// DRAM the index spends on one entry with this key and value.
-pub(crate) fn entry_dram(key_len: usize, val: &Val) -> u64 {
+/// DRAM an ordered index spends on one entry with this key and value.
+fn entry_dram(key_len: usize, val: &Val) -> u64 {
     let key_heap = key_len.div_ceil(16) * 16;
     (ENTRY_OVERHEAD + key_heap + val.heap_bytes()) as u64
+}
+
+impl FastStore {
+    /// DRAM this generation's index spends on one entry: a hybrid index keeps the key
+    /// and versions in both parts.
+    pub(crate) fn entry_dram(&self, key_len: usize, val: &Val) -> u64 {
+        let ordered = entry_dram(key_len, val);
+        if self.index.is_hybrid() {
+            let key_heap = key_len.div_ceil(16) * 16;
+            ordered + (hash::HASH_ENTRY_OVERHEAD + key_heap + val.heap_bytes()) as u64
+        } else {
+            ordered
+        }
+    }
 }

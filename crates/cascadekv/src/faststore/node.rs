@@ -1,4 +1,4 @@
-//! The nodes of the FastStore B-link tree ([`super::index`]).
+//! The nodes of the FastStore B-link tree ([`super::tree`]).
 //!
 //! A [`Leaf`] keeps up to [`LEAF_CAP`] entries in insertion order with a key-order
 //! permutation (`order`), and, inline beside its lock, each key's 8 bytes after the
@@ -365,30 +365,66 @@ pub(super) fn visible_ref(st: &SlotState, snap: u64) -> Option<&Version> {
     st.older.as_ref()?.iter().find(|v| v.epoch <= snap)
 }
 
+/// Installs `v` as the key's newest version if its LSN is newer (FluidKV Algorithm 1),
+/// keeping the replaced one while a snapshot can see it. An older `v` (a late arrival:
+/// a racing writer of the same key, or the hybrid index's queued updates, which reach
+/// the ordered part out of order across queues) changes nothing current but is kept
+/// in the version chain if a live snapshot can see it (`keep_late`).
 pub(super) fn update(st: &mut SlotState, v: Version, snaps: &Snapshots) -> PutOutcome {
     if st.cur.lsn >= v.lsn {
+        if st.cur.lsn > v.lsn {
+            keep_late(st, v, snaps);
+        }
         return PutOutcome::Stale;
     }
     let old = std::mem::replace(&mut st.cur, v);
-    let keep_old = snaps.needed(old.epoch, st.cur.epoch);
-    if keep_old || st.older.is_some() {
-        let mut older = st.older.take().unwrap_or_default();
-        if keep_old {
-            older.insert(0, old);
-        }
-        // Drop versions no live snapshot can reach: version i is visible to snapshots
-        // in [epoch_i, epoch of the next newer version).
-        let mut newer_epoch = st.cur.epoch;
-        older.retain(|o| {
-            let keep = snaps.needed(o.epoch, newer_epoch);
-            if keep {
-                newer_epoch = o.epoch;
-            }
-            keep
-        });
-        if !older.is_empty() {
-            st.older = Some(older);
-        }
+    if snaps.needed(old.epoch, st.cur.epoch) {
+        st.older.get_or_insert_with(Box::default).insert(0, old);
     }
+    prune(st, snaps);
     PutOutcome::Replaced
+}
+
+/// Keeps `v`, older than `st.cur`, in the chain (ordered newest first by LSN) if a live
+/// snapshot sees it: version `v` is visible to snapshots in `[v.epoch, epoch of the
+/// next newer version)`. Without this, a write stamped before a snapshot that lost the
+/// race to a newer write of the same key stamped after it would vanish from the
+/// snapshot.
+fn keep_late(st: &mut SlotState, v: Version, snaps: &Snapshots) {
+    let older = st.older.as_deref().map_or(&[][..], |o| &o[..]);
+    let pos = older
+        .iter()
+        .position(|o| o.lsn <= v.lsn)
+        .unwrap_or(older.len());
+    if older.get(pos).is_some_and(|o| o.lsn == v.lsn) {
+        return;
+    }
+    let newer_epoch = pos
+        .checked_sub(1)
+        .and_then(|i| older.get(i))
+        .map_or(st.cur.epoch, |o| o.epoch);
+    if !snaps.needed(v.epoch, newer_epoch) {
+        return;
+    }
+    st.older.get_or_insert_with(Box::default).insert(pos, v);
+    prune(st, snaps);
+}
+
+/// Drops older versions no live snapshot can reach: version i is visible to snapshots
+/// in `[epoch_i, epoch of the next newer version)`.
+fn prune(st: &mut SlotState, snaps: &Snapshots) {
+    let Some(mut older) = st.older.take() else {
+        return;
+    };
+    let mut newer_epoch = st.cur.epoch;
+    older.retain(|o| {
+        let keep = snaps.needed(o.epoch, newer_epoch);
+        if keep {
+            newer_epoch = o.epoch;
+        }
+        keep
+    });
+    if !older.is_empty() {
+        st.older = Some(older);
+    }
 }

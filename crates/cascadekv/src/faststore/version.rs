@@ -114,3 +114,13 @@ impl Version {
         matches!(self.val, Val::Tomb)
     }
 }
+
+/// A version with an inline value (tests).
+#[cfg(test)]
+pub(crate) fn ver(lsn: u64, epoch: u64, v: &[u8]) -> Version {
+    Version {
+        lsn,
+        epoch,
+        val: Val::inline(v),
+    }
+}

@@ -30,7 +30,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::lsn::Lsns;
-use super::{entry_dram, FastStore, LogSlot, PutOutcome, Val, Version};
+use super::{FastStore, LogSlot, PutOutcome, Val, Version};
 use crate::epoch::Snapshots;
 use crate::error::Result;
 use crate::log::packed::{self, PACKED_MAX};
@@ -135,7 +135,7 @@ impl FastStore {
                     len: value_len(v),
                 }),
             };
-            let dram = entry_dram(k.len(), &val);
+            let dram = self.entry_dram(k.len(), &val);
             let version = Version {
                 lsn: *lsn,
                 epoch,
