@@ -8,10 +8,11 @@
 //! counters chosen by key hash. Heap use is measured with the counting
 //! global allocator.
 //!
-//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e]`
+//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f]`
 //! with a = crossbeam `SkipMap`, b = scc `TreeIndex`, c = 64 sharded
 //! `RwLock<BTreeMap>` (naive baseline), d = CascadeKV's own B-link tree, e = the
-//! same tree in CascadeKV's hybrid index (HiKV: a hash index beside it).
+//! same tree in CascadeKV's hybrid index (HiKV: a hash index beside it), f = the
+//! `masstree` crate.
 
 #![deny(
     clippy::unwrap_used,
@@ -164,6 +165,47 @@ impl Index for Own {
 
     fn settle(&self) {
         self.0.wait_for_updates();
+    }
+}
+
+/// (f) the `masstree` crate (Masstree: a trie of B+-trees over 8-byte key slices,
+/// optimistic version-validated reads that write nothing, epoch reclamation). Boxed
+/// values (`MassTree15`), since a slot is mutated in place under its own lock.
+struct Mass(masstree::MassTree15<Slot>);
+
+impl Index for Mass {
+    fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
+        let g = self.0.guard();
+        if let Some(s) = self.0.get_ref(key, &g) {
+            return validate(&s, lsn, value);
+        }
+        let mut fresh = false;
+        let slot = self.0.entry_with_guard(key, &g).or_insert_with(|| {
+            fresh = true;
+            new_slot(lsn, value)
+        });
+        !fresh && validate(&slot, lsn, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let g = self.0.guard();
+        self.0.get_ref(key, &g).map(|s| s.lock().value)
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> usize {
+        let g = self.0.guard();
+        let mut seen = 0;
+        self.0.scan(
+            masstree::RangeBound::Included(start),
+            masstree::RangeBound::Unbounded,
+            |k, s| {
+                black_box((k, s.lock().value));
+                seen += 1;
+                seen < n
+            },
+            &g,
+        );
+        seen
     }
 }
 
@@ -425,7 +467,7 @@ struct Args {
 
 /// Prints `msg` and the usage line to stderr and exits with status 2.
 fn usage_exit(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e]");
+    eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f]");
     std::process::exit(2);
 }
 
@@ -501,6 +543,10 @@ fn main() {
                         bench(&Own(hybrid, snaps), &keys, args.threads),
                     )
                 }
+                "f" => (
+                    "masstree crate",
+                    bench(&Mass(masstree::MassTree15::new()), &keys, args.threads),
+                ),
                 other => usage_exit(&format!("unknown candidate {other}")),
             };
             println!(
