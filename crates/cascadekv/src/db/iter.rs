@@ -21,7 +21,11 @@ use std::ops::Bound;
 
 use super::snapshot::Snapshot;
 use crate::error::Result;
-use crate::value::Value;
+use crate::value::{Value, ValuePtr};
+use crate::vlog;
+
+/// Separated values a scan prefetches ahead of the one it reads (each up to 512 B).
+const PREFETCH_AHEAD: usize = 8;
 
 const BATCH: usize = 128;
 
@@ -148,7 +152,7 @@ impl<'a> DbIter<'a> {
                 runs.push(out);
             }
         }
-        let mut merged: Vec<(Box<[u8]>, Value)> = if runs.len() <= 1 {
+        let merged: Vec<(Box<[u8]>, Value)> = if runs.len() <= 1 {
             // One stage has data in this range: it is already sorted and unique.
             runs.pop().unwrap_or_default()
         } else {
@@ -166,18 +170,45 @@ impl<'a> DbIter<'a> {
                 v
             }
         };
+        self.deliver(dir, merged, cutoff.as_deref());
+        Ok(())
+    }
+
+    /// Resolves the merged entries of one refill up to `cutoff` (values read and
+    /// verified; tombstones dropped) and queues them on side `dir`.
+    fn deliver(&mut self, dir: Dir, merged: Vec<(Box<[u8]>, Value)>, cutoff: Option<&[u8]>) {
         let side = match dir {
             Dir::Forward => &mut self.front,
             Dir::Backward => &mut self.back,
         };
-        match &cutoff {
+        match cutoff {
             Some(c) => side.resume = Some(c.to_vec()),
             None => side.done = true,
         }
-        for (k, v) in merged.drain(..) {
-            let beyond = cutoff.as_ref().is_some_and(|c| match dir {
-                Dir::Forward => k > *c,
-                Dir::Backward => k < *c,
+        // Separated values lie in log order, not key order: start loading the next
+        // few records while the current one is read and verified.
+        let engine = self.snap.engine;
+        let ptrs: Vec<ValuePtr> = merged
+            .iter()
+            .filter_map(|(_, v)| match v {
+                Value::Separated(p) => Some(*p),
+                _ => None,
+            })
+            .collect();
+        for p in ptrs.iter().take(PREFETCH_AHEAD) {
+            vlog::prefetch(&engine.pool, *p);
+        }
+        let mut seen = 0;
+        for (k, v) in merged {
+            if matches!(v, Value::Separated(_)) {
+                if let Some(p) = ptrs.get(seen + PREFETCH_AHEAD) {
+                    vlog::prefetch(&engine.pool, *p);
+                }
+                seen += 1;
+            }
+            let beyond = cutoff.is_some_and(|c| match dir {
+                Dir::Forward => *k > *c,
+                Dir::Backward => *k < *c,
             });
             if beyond {
                 break;
@@ -186,7 +217,7 @@ impl<'a> DbIter<'a> {
             // around it are still handed out.
             let val = match v {
                 Value::Inline(b) => Ok(Some(b)),
-                other => self.snap.engine.resolve(&k, other.as_value_ref()),
+                other => engine.resolve(&k, other.as_value_ref()),
             };
             match val {
                 Ok(Some(val)) => side.buf.push_back((k.into_vec(), Ok(val))),
@@ -194,7 +225,6 @@ impl<'a> DbIter<'a> {
                 Err(e) => side.buf.push_back((k.into_vec(), Err(e))),
             }
         }
-        Ok(())
     }
 
     /// The next entry from one end, unless it reaches what the other end yielded.

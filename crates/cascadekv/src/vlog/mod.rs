@@ -25,7 +25,7 @@ mod relocate;
 mod segment;
 pub(crate) mod segments;
 
-pub(crate) use read::{read, read_into};
+pub(crate) use read::{prefetch, read, read_into};
 pub(crate) use relocate::Relocator;
 pub(crate) use segment::{Segment, SegmentMap};
 pub(crate) use segments::{LiveTally, RetainedSegments, SegmentDead, SegmentLive};

@@ -14,6 +14,21 @@ pub(crate) fn read(pool: &Pool, key: &[u8], ptr: ValuePtr) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Bytes of a record a scan prefetches ahead of reading it: the header and the first
+/// lines of the value; the CPU's stream prefetcher follows the rest once it is read.
+const PREFETCH_BYTES: u64 = 512;
+
+/// Starts loading the record `ptr` points at into the CPU cache (see
+/// [`crate::pmem::Mem::prefetch`]); reading it later still verifies everything.
+pub(crate) fn prefetch(pool: &Pool, ptr: ValuePtr) {
+    let len = record::encoded_len(0, ptr.len as usize, true);
+    let mem = pool.mem();
+    let len = len
+        .min(PREFETCH_BYTES)
+        .min(mem.len().saturating_sub(ptr.addr));
+    mem.prefetch(ptr.addr, len);
+}
+
 /// [`read`] into `out` (cleared first; no allocation if it has room).
 pub(crate) fn read_into(pool: &Pool, key: &[u8], ptr: ValuePtr, out: &mut Vec<u8>) -> Result<()> {
     let epoch = pool.epoch_at(ptr.addr);
