@@ -43,6 +43,24 @@ pub(crate) fn threshold(base: f64, p: Pressure) -> f64 {
     t
 }
 
+/// The retained segments whose dead ratio reaches the bar under `p`, as (dead ratio,
+/// chunk, live bytes): the only ones [`victims`] may pick. Cheap (one pass over the
+/// manifest's accounting), so callers check it before working out `exclude`.
+pub(crate) fn dead_enough(
+    retained: &RetainedSegments,
+    chunk_size: u64,
+    base: f64,
+    p: Pressure,
+) -> impl Iterator<Item = (f64, u64, u64)> + '_ {
+    let t = threshold(base, p);
+    retained.iter().filter_map(move |(c, u)| {
+        let size = u.span * chunk_size;
+        let live = u.live.min(size);
+        let dead = dead_ratio(live, size);
+        (dead >= t && dead > 0.0).then_some((dead, c, live))
+    })
+}
+
 /// Picks victims among `retained`, skipping `exclude`: segments whose dead ratio reaches
 /// the threshold, most dead first, until their live bytes reach `budget` (at least one
 /// victim if any qualifies) — or none, if copying their live bytes with `writers`
@@ -56,16 +74,8 @@ pub(crate) fn victims(
     exclude: &BTreeSet<u64>,
     writers: u64,
 ) -> BTreeSet<u64> {
-    let t = threshold(base, p);
-    let mut cands: Vec<(f64, u64, u64)> = retained
-        .iter()
-        .filter(|(c, _)| !exclude.contains(c))
-        .filter_map(|(c, u)| {
-            let size = u.span * chunk_size;
-            let live = u.live.min(size);
-            let dead = dead_ratio(live, size);
-            (dead >= t && dead > 0.0).then_some((dead, c, live))
-        })
+    let mut cands: Vec<(f64, u64, u64)> = dead_enough(retained, chunk_size, base, p)
+        .filter(|(_, c, _)| !exclude.contains(c))
         .collect();
     cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut out = BTreeSet::new();
