@@ -59,6 +59,7 @@ pub mod integrity;
 mod log;
 mod manifest;
 mod pmem;
+mod priority;
 mod stablestore;
 mod stages;
 mod table;

@@ -119,11 +119,18 @@ pub(crate) fn run(input: &Input) -> Result<Output> {
         .threads
         .clamp(1, units.len().max(1))
         .min(usize_from(writers(out.entries_in, input.threads)));
+    let watch = crate::priority::current();
     let results: Vec<Result<UnitResult>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
                 let units = &units;
-                s.spawn(move || merge_units(input, units, t, threads))
+                let watch = watch.clone();
+                s.spawn(move || {
+                    if let Some(w) = watch {
+                        crate::priority::enter_background(w);
+                    }
+                    merge_units(input, units, t, threads)
+                })
             })
             .collect();
         hs.into_iter()

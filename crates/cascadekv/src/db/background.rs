@@ -60,7 +60,9 @@ pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                watch_priority(&engine);
                 while !engine.bg.stopped() {
+                    crate::priority::checkpoint();
                     match f(&engine) {
                         Ok(()) => engine.space_blocked.store(false, Ordering::Release),
                         // Out of space is not a broken store: writers get PoolFull
@@ -87,11 +89,24 @@ pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<
         threads.push(
             std::thread::Builder::new()
                 .name("cascade-scrub".into())
-                .spawn(move || crate::integrity::scrub::run(&engine))
+                .spawn(move || {
+                    watch_priority(&engine);
+                    crate::integrity::scrub::run(&engine);
+                })
                 .map_err(|e| Error::io("starting the scrub thread", e))?,
         );
     }
     Ok(threads)
+}
+
+/// Lets the calling background thread drop to idle CPU priority while `engine` takes
+/// no writes (`priority.rs`), unless the options say no.
+fn watch_priority(engine: &Engine) {
+    if engine.opts.idle_priority_background {
+        crate::priority::enter_background(crate::priority::Watch::new(
+            engine.load.writes_counter(),
+        ));
+    }
 }
 
 fn flush_step(engine: &Engine) -> Result<()> {

@@ -13,6 +13,8 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 
 /// The mode in effect.
@@ -48,7 +50,8 @@ thread_local! {
 #[derive(Debug, Default)]
 pub(crate) struct LoadTracker {
     reads: AtomicU64,
-    writes: AtomicU64,
+    /// Shared with the background threads' CPU priority (`priority.rs`).
+    writes: Arc<AtomicU64>,
     mode: AtomicU8,
     last: Mutex<(u64, u64)>,
     /// Windows in a row without a read or a write.
@@ -119,6 +122,11 @@ impl LoadTracker {
             2 => LoadMode::ReadOnly,
             _ => LoadMode::WriteHeavy,
         }
+    }
+
+    /// The shared write counter (batched like [`LoadTracker::counts`]).
+    pub fn writes_counter(&self) -> Arc<AtomicU64> {
+        self.writes.clone()
     }
 
     /// Reads and writes counted so far (batched: up to 63 per thread may be pending).

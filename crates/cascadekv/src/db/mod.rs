@@ -203,6 +203,8 @@ impl Db {
     fn write_ops(&self, ops: &[Op<'_>], batch: bool, d: Durability) -> Result<()> {
         let e = &*self.engine;
         let mut stalled: Option<Instant> = None;
+        // While stalled, the background threads run at normal priority (`priority.rs`).
+        let mut stall_guard: Option<crate::priority::StallGuard> = None;
         loop {
             e.check_writable()?;
             let stages = e.stages.load();
@@ -220,6 +222,7 @@ impl Db {
                     }
                 } else {
                     let t = *stalled.get_or_insert_with(Instant::now);
+                    stall_guard.get_or_insert_with(crate::priority::StallGuard::new);
                     drop(stages);
                     e.bg.wake();
                     let waited = crate::coding::micros(t.elapsed());
@@ -227,6 +230,7 @@ impl Db {
                     continue;
                 }
             }
+            stall_guard = None;
             if let Some(t) = stalled.take() {
                 let waited = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
                 e.counters.stalls.fetch_add(1, Ordering::Relaxed);

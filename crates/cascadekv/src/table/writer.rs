@@ -53,6 +53,8 @@ impl TableWriter {
         reason = "an LST is at most table_max_bytes (<= 16 MiB, Options::validate) plus two blocks"
     )]
     pub fn place(&mut self, b: BuiltLst, segs: &SegmentMap) -> Result<Arc<Lst>> {
+        // A flush or compaction thread re-checks its CPU priority once per table.
+        crate::priority::checkpoint();
         let mut values = Vec::with_capacity(b.values.len());
         for c in &b.values {
             let s = segs.get(*c).ok_or_else(|| {
