@@ -177,6 +177,28 @@ impl Meta {
 
     /// Decodes an engine value; a malformed one is corruption.
     pub(crate) fn decode(b: &[u8]) -> Result<Meta, CmdError> {
+        let (ty, expire_at, at) = Self::header(b)?;
+        Ok(Meta {
+            ty,
+            expire_at,
+            payload: b[at..].to_vec(),
+        })
+    }
+
+    /// [`Meta::decode`] of a value read into `v`, whose bytes become the payload
+    /// (a GET copies and allocates nothing more).
+    pub(crate) fn from_vec(mut v: Vec<u8>) -> Result<Meta, CmdError> {
+        let (ty, expire_at, at) = Self::header(&v)?;
+        v.drain(..at);
+        Ok(Meta {
+            ty,
+            expire_at,
+            payload: v,
+        })
+    }
+
+    /// Type, expiry and payload offset of an encoded value, checked.
+    fn header(b: &[u8]) -> Result<(Type, Option<u64>, usize), CmdError> {
         let bad = || CmdError::Engine("ERR corrupt value header in the store".into());
         let (&tag, rest) = b.split_first().ok_or_else(bad)?;
         let ty = Type::from_tag(tag).ok_or_else(bad)?;
@@ -199,11 +221,7 @@ impl Meta {
         if rest.len() != want {
             return Err(bad());
         }
-        Ok(Meta {
-            ty,
-            expire_at,
-            payload: rest.to_vec(),
-        })
+        Ok((ty, expire_at, b.len() - rest.len()))
     }
 }
 
@@ -319,11 +337,13 @@ mod tests {
             Meta::collection(Type::ZSet, 1 << 40, Some(u64::MAX)),
         ] {
             assert_eq!(Meta::decode(&m.encode()).expect("decodes"), m);
+            assert_eq!(Meta::from_vec(m.encode()).expect("decodes"), m);
         }
         assert!(Meta::decode(b"").is_err());
         assert!(Meta::decode(&[9, 0]).is_err());
         assert!(Meta::decode(&[1, 0, 1, 2]).is_err());
         assert!(Meta::decode(&[0, 1, 1]).is_err());
+        assert!(Meta::from_vec(vec![1, 0, 1, 2]).is_err());
     }
 
     #[test]

@@ -474,7 +474,7 @@ impl<'s> Tx<'s> {
     /// The stored metadata of `key`, expired or not.
     pub(crate) fn raw_meta(&self, key: &[u8]) -> CmdResult<Option<Meta>> {
         match self.get(&meta_key(key))? {
-            Some(v) => Ok(Some(Meta::decode(&v)?)),
+            Some(v) => Ok(Some(Meta::from_vec(v)?)),
             None => Ok(None),
         }
     }
