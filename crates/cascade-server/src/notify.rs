@@ -255,6 +255,17 @@ impl Notify {
         }
     }
 
+    /// True if a parked client woken and not yet run again waits on one of `keys`.
+    pub(crate) fn woken_on(&self, keys: &[&[u8]]) -> bool {
+        if !self.any_woken() {
+            return false;
+        }
+        let w = self.waiters.lock();
+        w.turns
+            .values()
+            .any(|t| t.woken && t.keys.iter().any(|k| keys.contains(&k.as_slice())))
+    }
+
     /// True while some parked client was woken and has not run again: a client whose
     /// write woke it gets its reply only after that (Redis serves blocked clients
     /// before the next command runs).

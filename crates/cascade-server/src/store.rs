@@ -262,6 +262,18 @@ impl Store {
     }
 }
 
+/// How a command came to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RunKind {
+    /// As it arrived.
+    Fresh,
+    /// A parked blocking command, run again.
+    Retry,
+    /// A fresh blocking command that arrived while a client parked earlier on one of
+    /// its keys was woken and has not run yet: it queues behind that client.
+    BehindWoken,
+}
+
 /// The reads and pending writes of one command (or one MULTI/EXEC block): an ordered
 /// overlay over the engine, applied atomically by [`Store::commit`]. The caller holds
 /// the stripe locks of every key it touches.
@@ -281,7 +293,8 @@ pub(crate) struct Tx<'s> {
     /// Blocking commands may park the client (not inside MULTI/EXEC).
     may_block: bool,
     /// This runs a parked blocking command again after one of its keys changed.
-    retry: bool,
+    /// How this command came to run (blocking commands care).
+    run: RunKind,
 }
 
 impl<'s> Tx<'s> {
@@ -296,20 +309,35 @@ impl<'s> Tx<'s> {
             flushed: false,
             touched: Vec::new(),
             may_block: false,
-            retry: false,
+            run: RunKind::Fresh,
         }
     }
 
     /// Marks this as the re-run of a parked blocking command.
     pub(crate) fn set_retry(&mut self) {
-        self.retry = true;
+        self.run = RunKind::Retry;
+    }
+
+    /// Marks a fresh blocking command that must queue behind an earlier, woken
+    /// client on one of its keys (`run_data`).
+    pub(crate) fn set_behind_woken(&mut self) {
+        self.run = RunKind::BehindWoken;
+    }
+
+    /// A blocking command parks without looking if a client parked earlier on one of
+    /// its keys was woken and has not run yet: that client is served first, as Redis
+    /// serves blocked clients before the next command (without this, a command that
+    /// reached another worker first could take the element the woken client was
+    /// woken for, and leave it parked).
+    pub(crate) fn must_queue(&self) -> bool {
+        self.run == RunKind::BehindWoken && self.may_block
     }
 
     /// True when a parked blocking command, run again, must pass over `key`: it now
     /// holds another type than `ty` (Redis serves a blocked client only from a key of
     /// the type it waits for; the first run answers `WRONGTYPE` instead).
     pub(crate) fn skip_on_retry(&self, key: &[u8], ty: Type) -> CmdResult<bool> {
-        Ok(self.retry && self.meta(key)?.is_some_and(|m| m.ty != ty))
+        Ok(self.run == RunKind::Retry && self.meta(key)?.is_some_and(|m| m.ty != ty))
     }
 
     /// Lets blocking commands park the client.

@@ -715,6 +715,9 @@ pub(crate) fn timeout_arg(arg: &[u8]) -> CmdResult<f64> {
 fn bpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out, left: bool) -> CmdResult<()> {
     let timeout = timeout_arg(c.arg(c.len() - 1))?;
     let keys: Vec<&[u8]> = (1..c.len() - 1).map(|i| c.arg(i)).collect();
+    if tx.must_queue() {
+        return tx.block(timeout, out);
+    }
     match mpop(tx, &keys, left, 1)? {
         Some((k, vals)) => {
             reply::array_header(out, 2);
@@ -737,6 +740,9 @@ fn brpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 fn blmove(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let (from, to) = (side(c.arg(3))?, side(c.arg(4))?);
     let timeout = timeout_arg(c.arg(5))?;
+    if tx.must_queue() {
+        return tx.block(timeout, out);
+    }
     match move_one(tx, c.arg(1), c.arg(2), from, to)? {
         Some(v) => {
             reply::bulk(out, &v);
@@ -748,6 +754,9 @@ fn blmove(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 fn brpoplpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let timeout = timeout_arg(c.arg(3))?;
+    if tx.must_queue() {
+        return tx.block(timeout, out);
+    }
     match move_one(tx, c.arg(1), c.arg(2), false, true)? {
         Some(v) => {
             reply::bulk(out, &v);
@@ -760,6 +769,9 @@ fn brpoplpush(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 fn blmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let timeout = timeout_arg(c.arg(1))?;
     let (keys, left, count) = mpop_args(c, 2, side)?;
+    if tx.must_queue() {
+        return tx.block(timeout, out);
+    }
     match mpop(tx, &keys, left, count)? {
         Some(r) => {
             mpop_reply(out, Some(r));
@@ -867,5 +879,31 @@ mod tests {
             &["BLPOP", "a", "x"],
             "-ERR timeout is not a float or out of range\r\n",
         );
+    }
+
+    /// A blocking command arriving while a client parked earlier on its key was woken
+    /// (and has not run yet) queues behind it instead of taking the element: the
+    /// redis suite's "BRPOPLPUSH with multiple blocked clients" hung when a second
+    /// client's command reached the other worker after the push.
+    #[test]
+    fn blocking_commands_queue_behind_woken_clients() {
+        use std::sync::Arc;
+        let mut k = Kit::new();
+        let shared = k.shared.clone();
+        let notify = shared.store.notify();
+        let wake: crate::notify::WakeFn = Arc::new(|| {});
+        let seq = notify.wait(99, &[b"q".to_vec()], &wake);
+        k.int(&["RPUSH", "q", "x"]); // wakes the parked client
+        assert!(notify.woken_on(&[&b"q"[..]]));
+        k.expect(&["BLPOP", "q", "0"], "(blocked 0)");
+        k.expect(&["BRPOPLPUSH", "q", "d", "0"], "(blocked 0)");
+        k.expect(&["BLMPOP", "0", "1", "q", "LEFT"], "(blocked 0)");
+        // Not blocking commands, and other keys, are not held back.
+        k.expect(&["LLEN", "q"], ":1\r\n");
+        k.int(&["RPUSH", "other", "y"]);
+        k.expect(&["BLPOP", "other", "0"], "*2\r\n$5\r\nother\r\n$1\r\ny\r\n");
+        // Once the woken client has run, the element is served.
+        notify.unwait(seq);
+        k.expect(&["BLPOP", "q", "0"], "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
     }
 }

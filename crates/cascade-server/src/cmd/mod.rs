@@ -455,6 +455,8 @@ pub(crate) fn run_data(
     tx.allow_blocking();
     if retry {
         tx.set_retry();
+    } else if spec.flags.contains(&"blocking") && store.notify().woken_on(&spec.keys.of(cmd)) {
+        tx.set_behind_woken();
     }
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;

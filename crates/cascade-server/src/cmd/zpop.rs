@@ -147,6 +147,9 @@ fn zpopmax(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 
 fn bpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out, max: bool) -> CmdResult<()> {
     let timeout = timeout_arg(c.arg(c.len() - 1))?;
+    if tx.must_queue() {
+        return tx.block(timeout, out);
+    }
     for i in 1..c.len() - 1 {
         let key = c.arg(i);
         if tx.skip_on_retry(key, Type::ZSet)? {
@@ -217,6 +220,9 @@ fn zmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 fn bzmpop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let timeout = timeout_arg(c.arg(1))?;
     let (keys, max, count) = mpop_args(c, 2, which_end)?;
+    if tx.must_queue() {
+        return tx.block(timeout, out);
+    }
     if mpop(tx, &keys, max, count, out)? {
         Ok(())
     } else {
