@@ -1,14 +1,16 @@
-//! CPU priority of the background threads: while their store takes no writes, flush,
-//! compaction (and its merge threads) and scrubbing run under Linux's `SCHED_IDLE`
-//! policy, so a reader that becomes runnable takes the core at once instead of waiting
+//! CPU priority of the background threads (with `Options::idle_priority_background`,
+//! off by default): while their store takes no writes, flush, compaction (and its
+//! merge threads) and scrubbing run under Linux's `SCHED_IDLE` policy, so a reader that becomes runnable takes the core at once instead of waiting
 //! out a compaction slice. While writes come in, or a writer is stalled waiting for
 //! them, they run as normal threads: then they are what the writers wait for.
 //!
 //! Why: on a 2-vCPU host, `perf sched timehist` showed server workers runnable but not
 //! running for up to 15.7 ms while compaction ran 51 ms slices on the other core; a
 //! niced (19) compaction did not help (docs/benchmarks.md). Measured with
-//! redis-benchmark, alternating builds: GET p99 and maximum fall (numbers in
-//! docs/benchmarks.md, "Background threads at idle priority").
+//! redis-benchmark, alternating builds: GET p99 and maximum fall; but saturating
+//! readers starve the compactions that cut read amplification, and YCSB E fell to a
+//! third — hence off by default (docs/benchmarks.md, "Background threads at idle
+//! priority").
 //!
 //! Reaction time: a background thread looks at its store's write counter (batched by
 //! 64 per thread, `load.rs`) at every step and every table it writes, at most every

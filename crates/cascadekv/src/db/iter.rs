@@ -16,7 +16,7 @@
 //! walks down from its end; each remembers the last key it yielded, and neither yields
 //! a key the other has already passed, so every key comes out exactly once.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 
 use super::snapshot::Snapshot;
@@ -152,24 +152,7 @@ impl<'a> DbIter<'a> {
                 runs.push(out);
             }
         }
-        let merged: Vec<(Box<[u8]>, Value)> = if runs.len() <= 1 {
-            // One stage has data in this range: it is already sorted and unique.
-            runs.pop().unwrap_or_default()
-        } else {
-            // A key already decided by a newer stage is kept.
-            let mut m: BTreeMap<Box<[u8]>, Value> = BTreeMap::new();
-            for run in runs {
-                for (k, v) in run {
-                    m.entry(k).or_insert(v);
-                }
-            }
-            let v: Vec<_> = m.into_iter().collect();
-            if dir == Dir::Backward {
-                v.into_iter().rev().collect()
-            } else {
-                v
-            }
-        };
+        let merged = merge_runs(runs, dir);
         self.deliver(dir, merged, cutoff.as_deref());
         Ok(())
     }
@@ -268,6 +251,38 @@ impl<'a> DbIter<'a> {
             }
         }
     }
+}
+
+/// Merges sorted runs (each in `dir`'s order, newest stage first) into one run in that
+/// order; of a key found in several runs, the newest stage's entry is kept.
+fn merge_runs(mut runs: Vec<Vec<(Box<[u8]>, Value)>>, dir: Dir) -> Vec<(Box<[u8]>, Value)> {
+    if runs.len() <= 1 {
+        // One stage has data in this range: it is already sorted and unique.
+        return runs.pop().unwrap_or_default();
+    }
+    let mut out = Vec::with_capacity(runs.iter().map(Vec::len).sum());
+    let mut its: Vec<_> = runs.into_iter().map(|r| r.into_iter().peekable()).collect();
+    loop {
+        // The run holding the next key; on a tie the first (newest) stays chosen.
+        let mut best: Option<(usize, &[u8])> = None;
+        for (i, it) in its.iter_mut().enumerate() {
+            let Some((k, _)) = it.peek() else { continue };
+            let better = best.is_none_or(|(_, b)| match dir {
+                Dir::Forward => **k < *b,
+                Dir::Backward => **k > *b,
+            });
+            if better {
+                best = Some((i, k));
+            }
+        }
+        let Some((b, _)) = best else { break };
+        let Some((k, v)) = its[b].next() else { break };
+        for it in &mut its {
+            while it.next_if(|(k2, _)| *k2 == k).is_some() {}
+        }
+        out.push((k, v));
+    }
+    out
 }
 
 /// Keeps the nearest "stopped early at" key: entries up to it (from the side being

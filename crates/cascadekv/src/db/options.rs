@@ -117,10 +117,10 @@ pub struct Options {
     pub hash_index: bool,
     /// Run the flush, compaction and scrub threads at idle CPU priority (Linux
     /// `SCHED_IDLE`) while the store takes no writes and no writer is stalled, so
-    /// readers never wait behind them for a core (`priority.rs`). Default true: in
-    /// redis-benchmark GET phases p99 fell ~30 % and the maximum by about half; the
-    /// deferred work then runs when writes resume (docs/benchmarks.md). False: always
-    /// normal priority.
+    /// point readers never wait behind them for a core (`priority.rs`). Default false:
+    /// it lowered redis-benchmark's GET p99 by ~30 % and halved its maximum, but under
+    /// saturating reads it starves the compactions that keep read amplification low —
+    /// YCSB E after a load ran at 0.013 instead of 0.036 Mops/s (docs/benchmarks.md).
     pub idle_priority_background: bool,
     /// Immutable FastStores allowed to wait for the flush thread before writers are
     /// slowed down (the memory budget; default 2).
@@ -167,7 +167,7 @@ impl Default for Options {
             table_max_bytes: 256 << 10,
             stable_filters: false,
             hash_index: false,
-            idle_priority_background: true,
+            idle_priority_background: false,
             max_immutable_faststores: 2,
             buffer_trees_write_heavy: 4,
             buffer_trees_read_heavy: 1,
