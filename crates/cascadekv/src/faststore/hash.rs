@@ -47,6 +47,20 @@ struct HEntry {
     slot: SlotState,
 }
 
+impl HEntry {
+    /// A new key's entry holding only `v`.
+    fn new(hash: u64, key: IKey, v: Version) -> Self {
+        HEntry {
+            hash,
+            key,
+            slot: SlotState {
+                cur: v,
+                older: None,
+            },
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 #[repr(align(64))]
 struct Part(RwLock<HashTable<HEntry>>);
@@ -94,18 +108,7 @@ impl HashIndex {
         if let Some(e) = t.find_mut(hash, |e| same(e, hash, &p)) {
             return update(&mut e.slot, v, snaps);
         }
-        t.insert_unique(
-            hash,
-            HEntry {
-                hash,
-                key: IKey::new(key),
-                slot: SlotState {
-                    cur: v,
-                    older: None,
-                },
-            },
-            |e| e.hash,
-        );
+        t.insert_unique(hash, HEntry::new(hash, IKey::new(key), v), |e| e.hash);
         PutOutcome::Inserted
     }
 
@@ -119,18 +122,9 @@ impl HashIndex {
 
     /// Inserts a key known to be absent (recovery, before the index is shared).
     pub(super) fn load(&self, key: IKey, hash: u64, v: Version) {
-        self.part(hash).write().insert_unique(
-            hash,
-            HEntry {
-                hash,
-                key,
-                slot: SlotState {
-                    cur: v,
-                    older: None,
-                },
-            },
-            |e| e.hash,
-        );
+        self.part(hash)
+            .write()
+            .insert_unique(hash, HEntry::new(hash, key, v), |e| e.hash);
     }
 
     /// Removes every key (recovery, before the index is shared).

@@ -87,7 +87,7 @@ impl Index {
     }
 
     /// The ordered part, with every acknowledged put applied.
-    fn tree(&self) -> &Tree {
+    fn fenced_tree(&self) -> &Tree {
         match &self.0 {
             Kind::Ordered(t) => t,
             Kind::Hybrid { updates, .. } => {
@@ -208,7 +208,7 @@ impl Index {
             Kind::Ordered(t) => f(t),
             Kind::Hybrid { updates, .. } => {
                 let t0 = Instant::now();
-                let r = f(self.tree());
+                let r = f(self.fenced_tree());
                 let c = &updates.shared.costs;
                 c.scan_n.fetch_add(1, Ordering::Relaxed);
                 c.scan_ns.fetch_add(elapsed_ns(t0), Ordering::Relaxed);
@@ -245,7 +245,7 @@ impl Index {
 
     /// Visits every key with its newest version, in key order.
     pub fn for_each(&self, f: impl FnMut(&[u8], &Version)) {
-        self.tree().for_each(f);
+        self.fenced_tree().for_each(f);
     }
 
     /// Returns once every put acknowledged before the call is in the ordered part

@@ -284,10 +284,8 @@ impl Updates {
             .queues
             .iter()
             .map(|q| {
-                q.enq.load(Ordering::Acquire)
-                    - q.done
-                        .load(Ordering::Acquire)
-                        .min(q.enq.load(Ordering::Acquire))
+                let done = q.done.load(Ordering::Acquire);
+                q.enq.load(Ordering::Acquire).saturating_sub(done)
             })
             .sum()
     }
