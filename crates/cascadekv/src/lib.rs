@@ -60,6 +60,7 @@ mod log;
 mod manifest;
 mod pmem;
 mod priority;
+mod slowtier;
 mod stablestore;
 mod stages;
 mod table;

@@ -1,7 +1,8 @@
-//! StableStore (FluidKV §4.3): the last stage — one [`TableSet`] of non-overlapping
-//! LSTs under one coarse DRAM index, holding the newest version of every key that left
-//! the earlier stages (tombstones are dropped on the way in: nothing older can be
-//! hidden behind them).
+//! StableStore (FluidKV §4.3): the last stage of the fast tier — one [`TableSet`] of
+//! non-overlapping LSTs under one coarse DRAM index, holding the newest version of
+//! every key that left the earlier stages. Tombstones are dropped on the way in unless
+//! the slow tier below may hold the key. With a slow tier, StableStore keeps at most
+//! the fast budget; demotion (`db/slow.rs`) moves key ranges beyond it down.
 //!
 //! Compaction ([`crate::compaction`]) is the only way in: it merges buffer-trees with
 //! the stable tables they overlap and [`StableStore::with_compaction`] builds the next

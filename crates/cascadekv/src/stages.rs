@@ -46,6 +46,7 @@ use parking_lot::Mutex;
 
 use crate::bufferstore::BufferTree;
 use crate::faststore::FastStore;
+use crate::slowtier::SlowTier;
 use crate::stablestore::StableStore;
 use crate::table::Lst;
 
@@ -60,6 +61,8 @@ pub(crate) struct Stages {
     pub buffer: Vec<Arc<BufferTree>>,
     /// StableStore.
     pub stable: Arc<StableStore>,
+    /// The slow tier (empty without a slow directory), consulted last.
+    pub slow: Arc<SlowTier>,
 }
 
 impl Stages {
@@ -167,6 +170,7 @@ impl StageSet {
             immutable,
             buffer: cur.buffer.clone(),
             stable: cur.stable.clone(),
+            slow: cur.slow.clone(),
         };
         drop(cur);
         self.publish(next);
@@ -192,6 +196,7 @@ impl StageSet {
                 .collect(),
             buffer,
             stable: cur.stable.clone(),
+            slow: cur.slow.clone(),
         };
         drop(cur);
         self.publish(next);
@@ -218,6 +223,29 @@ impl StageSet {
                 .cloned()
                 .collect(),
             stable: Arc::new(cur.stable.with_compaction(removed, added)),
+            slow: cur.slow.clone(),
+        };
+        drop(cur);
+        self.publish(next);
+    }
+
+    /// Installs a slow-tier change: StableStore loses the tables with ids in
+    /// `removed` (a demotion) and `tier` builds the next slow tier from the current
+    /// one. The caller serializes slow-tier changes (`Engine::slow_lock`), so `tier`
+    /// sees every earlier one.
+    pub fn install_slow(&self, removed: &HashSet<u64>, tier: impl FnOnce(&SlowTier) -> SlowTier) {
+        let _g = self.lock.lock();
+        let cur = self.current.load();
+        let next = Stages {
+            active: cur.active.clone(),
+            immutable: cur.immutable.clone(),
+            buffer: cur.buffer.clone(),
+            stable: if removed.is_empty() {
+                cur.stable.clone()
+            } else {
+                Arc::new(cur.stable.with_compaction(removed, []))
+            },
+            slow: Arc::new(tier(&cur.slow)),
         };
         drop(cur);
         self.publish(next);
@@ -236,6 +264,7 @@ mod tests {
             immutable: Vec::new(),
             buffer: Vec::new(),
             stable: Arc::new(StableStore::new(Vec::new())),
+            slow: Arc::default(),
         }
     }
 

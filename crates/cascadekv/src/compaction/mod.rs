@@ -9,9 +9,10 @@
 //!    smallest keys, so large clusters split into about `threads` parts) and the units
 //!    are merged in parallel, one k-way merge per unit over the runs newest first
 //!    (buffer-trees, then StableStore). Only the newest version of a key survives;
-//!    tombstones are dropped, because the output is the last stage and every older
-//!    version of the key is among the inputs (a stable table holding the key overlaps
-//!    the buffer table holding it). Output tables never cross a unit boundary, so
+//!    tombstones are dropped, because every older version of the key in the fast tier
+//!    is among the inputs (a stable table holding the key overlaps the buffer table
+//!    holding it) — unless the slow tier below may hold the key (its filters say
+//!    so): then the tombstone stays to hide it. Output tables never cross a unit boundary, so
 //!    they never overlap a moved or untouched table.
 //! 3. *Clean* is done by the caller: persist the edit in the manifest, swap in the new
 //!    stage set, mark the replaced tables obsolete (their chunks are freed once no
@@ -27,7 +28,7 @@
 //! Thread-safety: `run` reads immutable inputs and writes only new chunks; it may run
 //! while readers and writers work and while a flush adds newer buffer-trees.
 
-mod merge;
+pub(crate) mod merge;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::bufferstore::BufferTree;
 use crate::coding::usize_from;
 use crate::error::{Error, Result};
 use crate::pmem::Pool;
+use crate::slowtier::SlowTier;
 use crate::stablestore::StableStore;
 use crate::table::builder::TableOptions;
 use crate::table::{Lst, TableWriter, Unpublished};
@@ -52,6 +54,8 @@ pub(crate) struct Input {
     pub trees: Vec<Arc<BufferTree>>,
     /// The StableStore.
     pub stable: Arc<StableStore>,
+    /// The slow tier below it: a tombstone for a key it may hold is kept.
+    pub slow: Arc<SlowTier>,
     /// Retained log segments, for dead-byte accounting.
     pub retained: RetainedSegments,
     /// The pool.
@@ -314,8 +318,9 @@ fn merge_units(input: &Input, units: &[Unit], t: usize, threads: usize) -> Resul
         merge(
             &mut cursors,
             |k, v| {
-                // The output is the last stage: a tombstone has nothing to hide.
-                if v == ValueRef::Tombstone {
+                // A tombstone hides nothing unless the slow tier below may hold the
+                // key (every older version above it is among the inputs).
+                if v == ValueRef::Tombstone && !input.slow.may_contain(k) {
                     return Ok(());
                 }
                 n += 1;

@@ -1,5 +1,6 @@
 //! Background threads: one flushes immutable FastStores, one compacts (FluidKV §5.4:
-//! "performed with a dedicated background thread respectively").
+//! "performed with a dedicated background thread respectively"), and with a slow
+//! directory a third demotes to the slow tier and merges its partitions (`slow.rs`).
 //!
 //! Both sleep on a shared [`Signal`] and wake when a FastStore is switched, a flush
 //! finishes, a writer stalls, or every 50 ms (the load window). An error in either
@@ -14,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::engine::Engine;
 use super::load::LoadMode;
-use super::{compact, flush};
+use super::{compact, flush, slow};
 use crate::error::{Error, Result};
 
 const WINDOW: Duration = Duration::from_millis(50);
@@ -84,6 +85,9 @@ pub(crate) fn start(engine: &Arc<Engine>) -> Result<Vec<std::thread::JoinHandle<
         spawn("cascade-flush", flush_step)?,
         spawn("cascade-compact", compact_step)?,
     ];
+    if engine.slow.is_some() {
+        threads.push(spawn("cascade-slow", slow_step)?);
+    }
     if engine.opts.scrub_bytes_per_sec > 0 {
         let engine = engine.clone();
         threads.push(
@@ -128,6 +132,16 @@ fn flush_step(engine: &Engine) -> Result<()> {
     }
     engine.stages.sweep();
     engine.pool.free_released()?;
+    Ok(())
+}
+
+/// Demotes while StableStore is over the fast budget, then runs the slow tier's due
+/// merges, a step at a time so a stop request is seen between them.
+fn slow_step(engine: &Engine) -> Result<()> {
+    while !engine.bg.stopped() && (slow::demote(engine)? || slow::merge_step(engine)?) {
+        engine.stages.sweep();
+        engine.pool.free_released()?;
+    }
     Ok(())
 }
 

@@ -17,7 +17,7 @@
 //! Called by the compaction thread and by `Db::compact`; `compact_lock` makes them
 //! take turns.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,7 +31,6 @@ use crate::manifest::Edit;
 use crate::stages::Stages;
 use crate::table;
 use crate::vlog::cleaner::{self, Pressure};
-use crate::vlog::Segment;
 
 /// Compacts every buffer-tree into StableStore if there are at least `min_trees`,
 /// cleaning the value segments that qualify at the same time. Returns false if there
@@ -210,6 +209,7 @@ fn run(
             Vec::new()
         },
         stable: stages.stable.clone(),
+        slow: stages.slow.clone(),
         retained: e.manifest.state().retained,
         pool: e.pool.clone(),
         topts: e.topts.clone(),
@@ -221,21 +221,10 @@ fn run(
     if out.rewritten.is_empty() && out.moved.is_empty() && input.trees.is_empty() {
         return Ok(());
     }
-    // Segments no table will hold once the replaced tables are obsolete: every holder
-    // of a segment a replaced table points into is a live table (flushes give back
-    // their generation's holder before they install), and the new tables already hold
-    // theirs.
-    let mut refs: BTreeMap<u64, (usize, Arc<Segment>)> = BTreeMap::new();
-    for l in &out.rewritten {
-        for s in l.value_segments() {
-            refs.entry(s.chunk()).or_insert((0, s.clone())).0 += 1;
-        }
-    }
-    let released: Vec<(u64, u64)> = refs
-        .values()
-        .filter(|(n, s)| s.holders() == *n)
-        .map(|(_, s)| (s.chunk(), s.bytes()))
-        .collect();
+    // Segments no table will hold once the replaced tables are obsolete (flushes give
+    // back their generation's holder before they install, and the new tables already
+    // hold theirs).
+    let released = super::slow::released_segments(&out.rewritten);
     let seqs: Vec<u64> = input.trees.iter().map(|t| t.seq).collect();
     let mut added: Vec<_> = out.created.tables().iter().map(|l| l.meta()).collect();
     added.extend(out.moved.iter().map(|l| l.meta()));

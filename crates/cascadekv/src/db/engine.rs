@@ -2,7 +2,9 @@
 //! and iterators, with the lock or protocol that guards each field.
 //!
 //! Lock order (a thread holding one may take only those after it):
-//! 1. `flush_lock` / `compact_lock` (job locks: one flush, one compaction at a time);
+//! 1. `flush_lock` / `compact_lock` (job locks: one flush, one compaction at a time),
+//!    then `slow_lock` (one slow-tier change at a time; a demotion holds
+//!    `compact_lock` and then `slow_lock`, a slow-tier merge only `slow_lock`);
 //! 2. a FastStore log slot (`FastStore::slots[i]`, held for one write; the switcher
 //!    and iterators lock each slot in turn, never two at once);
 //! 3. the stage-set lock inside [`StageSet`] (held while building the next stage set);
@@ -60,6 +62,19 @@ pub(crate) struct Counters {
     /// Value-log segments released (no table points into them any more) and their bytes.
     pub released_segments: AtomicU64,
     pub released_segment_bytes: AtomicU64,
+    /// Gets answered by the slow tier.
+    pub slow_gets: AtomicU64,
+    /// Demotions, the pool table bytes they moved, and their time.
+    pub demotions: AtomicU64,
+    pub demoted_bytes: AtomicU64,
+    /// Slow-tier merges and splits, and their time.
+    pub slow_merges: AtomicU64,
+    pub slow_splits: AtomicU64,
+    pub slow_micros: AtomicU64,
+    /// Bytes written to the slow tier (demotions, merges, splits).
+    pub slow_bytes_written: AtomicU64,
+    /// Of which by demotions.
+    pub slow_demote_bytes_written: AtomicU64,
 }
 
 /// The shared state of an open store.
@@ -79,6 +94,14 @@ pub(crate) struct Engine {
     pub flush_lock: Mutex<()>,
     /// Serializes compactions (background thread and `compact`).
     pub compact_lock: Mutex<()>,
+    /// Serializes slow-tier changes (demotions, merges, splits).
+    pub slow_lock: Mutex<()>,
+    /// What slow-tier jobs need (`None` without a slow directory). Immutable but for
+    /// its atomic counters.
+    pub slow: Option<crate::slowtier::compact::Ctx>,
+    /// Where the next demotion starts (round robin over the key space); under
+    /// `slow_lock`.
+    pub demote_from: Mutex<Vec<u8>>,
     /// Durable record of the stages; internally locked.
     pub manifest: Manifest,
     /// How tables are cut; `ids` is an atomic counter, the rest immutable.
@@ -114,6 +137,8 @@ pub(crate) struct Engine {
     pub bg: Signal,
     /// Held for the life of the store: the lock file (`LOCK`).
     pub _lock: std::fs::File,
+    /// Held for the life of the store: the slow directory's lock file.
+    pub _slow_lock: Option<std::fs::File>,
 }
 
 /// Bytes of index growth a slot accumulates before publishing them to the shared
@@ -222,10 +247,19 @@ impl Engine {
                     break 'found Some(f);
                 }
             }
-            stages
-                .stable
-                .tables()
-                .get_with(key, self.opts.stable_filters, |v| take(v, out))?
+            if let Some(f) =
+                stages
+                    .stable
+                    .tables()
+                    .get_with(key, self.opts.stable_filters, |v| take(v, out))?
+            {
+                break 'found Some(f);
+            }
+            let f = stages.slow.get_with(key, |v| take(v, out))?;
+            if f.is_some() {
+                self.counters.slow_gets.fetch_add(1, Ordering::Relaxed);
+            }
+            f
         };
         match found {
             None | Some(Found::Deleted) => Ok(false),

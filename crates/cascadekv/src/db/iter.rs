@@ -152,6 +152,15 @@ impl<'a> DbIter<'a> {
                 runs.push(out);
             }
         }
+        // The slow tier last: its runs, newest first within each partition.
+        stages.slow.collect(
+            lo,
+            hi,
+            self.batch,
+            dir == Dir::Forward,
+            &mut runs,
+            &mut cutoff,
+        )?;
         let merged = merge_runs(runs, dir);
         self.deliver(dir, merged, cutoff.as_deref());
         Ok(())

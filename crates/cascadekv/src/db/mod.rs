@@ -27,6 +27,9 @@ mod load;
 mod open;
 mod options;
 pub(crate) mod recovery;
+mod slow;
+
+pub(crate) use open::take_lock;
 mod snapshot;
 mod stats;
 
@@ -69,6 +72,8 @@ pub struct RecoveryInfo {
     /// The FastStore index was loaded from the checkpoint of a clean close instead of
     /// replaying the logs (`records` then counts the entries loaded).
     pub from_checkpoint: bool,
+    /// Slow-tier files no manifest named, removed (a job that crashed before its edit).
+    pub slow_orphans: u64,
 }
 
 /// A CascadeKV database.
@@ -350,14 +355,19 @@ impl Db {
 
     /// Compacts every buffer-tree into StableStore now (whatever the load-aware
     /// threshold), cleaning the value log's victims on the way; with no buffer-tree
-    /// waiting, runs one cleaning of the value log if it has victims. Returns false if
-    /// there was nothing to do.
+    /// waiting, runs one cleaning of the value log if it has victims. With a slow tier,
+    /// then demotes what StableStore holds beyond the fast budget and runs every due
+    /// slow-tier merge. Returns false if there was nothing to do.
     ///
     /// # Errors
     /// `Closed`, `PoolFull`, `Io`, `Corruption` (a damaged input table or value).
     pub fn compact(&self) -> Result<bool> {
         self.engine.check_open()?;
-        let done = compact::compact_now(&self.engine)?;
+        let mut done = compact::compact_now(&self.engine)?;
+        // With a slow tier: demote what is over the fast budget, then every due merge.
+        while slow::demote(&self.engine)? || slow::merge_step(&self.engine)? {
+            done = true;
+        }
         self.engine.stages.sweep();
         self.engine.pool.free_released()?;
         Ok(done)

@@ -23,6 +23,7 @@ use crate::faststore::{FastStore, Lsns};
 use crate::log::{self, LogInfo};
 use crate::manifest::{self, Manifest};
 use crate::pmem::{Device, Pool, PoolGeometry};
+use crate::slowtier;
 use crate::stages::{StageSet, Stages};
 use crate::table::builder::TableOptions;
 
@@ -72,13 +73,20 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         .partition(|l| l.generation <= state.flushed_generation);
     let values = value_candidates(&pool, &disc, &flushed);
     let (buffer, stable) = load_tables(&pool, &disc, &mut state, &values)?;
+    let slow_io = Arc::new(crate::slowtier::file::SlowIo::default());
+    let slow = slowtier::open::open(
+        &dir,
+        opts.slow_dir.as_deref(),
+        &state.slow,
+        private,
+        &slow_io,
+    )?;
+    info.slow_orphans = slow.orphans as u64;
     release_unreferenced(&pool, values, &mut state.retained)?;
+    // The new FastStore's generation follows every log's and every flushed one.
     let generation = live
         .iter()
-        .map(|l| l.generation)
-        .chain(std::iter::once(state.flushed_generation))
-        .max()
-        .unwrap_or(0)
+        .fold(state.flushed_generation, |g, l| g.max(l.generation))
         + 1;
     let snaps = Arc::new(Snapshots::default());
     let fs = Arc::new(FastStore::with_group(
@@ -97,26 +105,15 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         ids: Arc::new(AtomicU64::new(state.next_lst_id.max(1))),
         stable_filters: opts.stable_filters,
     };
-    let old: Vec<(u64, u64)> = man
-        .current
-        .map(|m| m.segments.iter().map(|s| (s.chunk, s.span)).collect())
-        .unwrap_or_default();
+    let old = man.current.map_or_else(Vec::new, |m| {
+        m.segments.iter().map(|s| (s.chunk, s.span)).collect()
+    });
+    let slow_ctx = slow_ctx(&opts, &topts, state.slow.next_file, slow_io);
     let manifest = Manifest::open(pool.clone(), state, old);
     info.replay_micros = crate::coding::micros(start.elapsed());
     let active_bytes = fs.dram_bytes();
     let active_log_bytes = fs.recovered_log_bytes();
-    let cs = pool.chunk_size();
-    let log_capacity = if opts.faststore_log_capacity == 0 {
-        (pool.chunk_count() * cs / 16)
-            .min(LOG_CAPACITY_MAX)
-            .max(4 * cs)
-    } else {
-        opts.faststore_log_capacity
-    };
-    // Headroom ordinary writes leave for deletes and background work: 1/32 of the
-    // pool, at least 4 chunks, at most a quarter.
-    let n = pool.chunk_count();
-    pool.set_headroom((n / 32).max(4).min(n / 4));
+    let log_capacity = size_pool_use(&opts, &pool);
     Ok(Engine {
         dir,
         pool,
@@ -125,9 +122,13 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
             immutable: Vec::new(),
             buffer,
             stable: Arc::new(stable),
+            slow: Arc::new(slow.tier),
         }),
         flush_lock: Mutex::new(()),
         compact_lock: Mutex::new(()),
+        slow_lock: Mutex::new(()),
+        slow: slow_ctx,
+        demote_from: Mutex::new(Vec::new()),
         manifest,
         topts,
         lsns: Lsns::new(max_lsn + 1),
@@ -147,7 +148,43 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         bg: Signal::default(),
         opts,
         _lock: lock,
+        _slow_lock: slow.lock,
     })
+}
+
+/// Sets the headroom ordinary writes leave for deletes and background work (1/32 of
+/// the pool, at least 4 chunks, at most a quarter) and returns the log bytes at which
+/// the active FastStore is switched.
+fn size_pool_use(opts: &Options, pool: &Pool) -> u64 {
+    let n = pool.chunk_count();
+    pool.set_headroom((n / 32).max(4).min(n / 4));
+    let cs = pool.chunk_size();
+    if opts.faststore_log_capacity == 0 {
+        (n * cs / 16).min(LOG_CAPACITY_MAX).max(4 * cs)
+    } else {
+        opts.faststore_log_capacity
+    }
+}
+
+/// What slow-tier jobs need, if the store has a slow directory.
+fn slow_ctx(
+    opts: &Options,
+    topts: &TableOptions,
+    next_file: u64,
+    io: Arc<crate::slowtier::file::SlowIo>,
+) -> Option<crate::slowtier::compact::Ctx> {
+    opts.slow_dir
+        .as_ref()
+        .map(|d| crate::slowtier::compact::Ctx {
+            dir: d.clone(),
+            block_size: opts.slow_block_size,
+            ids: topts.ids.clone(),
+            files: Arc::new(AtomicU64::new(next_file.max(1))),
+            pace: crate::slowtier::writer::Pace {
+                rate: opts.slow_write_rate,
+            },
+            io,
+        })
 }
 
 /// Checks the directory, takes the lock file and opens (or creates) the pool.
@@ -210,7 +247,10 @@ pub(crate) fn open_private_pool(
     Ok((Arc::new(pool), lock))
 }
 
-fn take_lock(dir: &Path) -> Result<std::fs::File> {
+/// Creates (if needed) and takes the lock file `LOCK` of `dir` (the data directory,
+/// or the slow directory) for the life of the returned file; `Locked` if another
+/// process or store holds it.
+pub(crate) fn take_lock(dir: &Path) -> Result<std::fs::File> {
     let path = dir.join(LOCK_FILE);
     let f = std::fs::OpenOptions::new()
         .read(true)

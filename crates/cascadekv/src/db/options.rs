@@ -133,6 +133,27 @@ pub struct Options {
     pub flush_when_read_only: bool,
     /// Threads merging key-range partitions in a compaction (default: cores).
     pub compaction_threads: usize,
+    /// Directory of the slow (capacity) tier, on ordinary SSD (LightKV §III, issue
+    /// #14). `None` (default): every table stays in the pool. With a directory,
+    /// StableStore keeps at most [`Options::fast_budget`] bytes of tables in the pool
+    /// and demotes key ranges past that into table files here. A store that has slow
+    /// data must always be opened with its slow directory.
+    pub slow_dir: Option<std::path::PathBuf>,
+    /// Bytes of StableStore data — its tables and the separated values they point to —
+    /// the pool keeps before key ranges move to the slow tier (only with `slow_dir`;
+    /// 0 = a quarter of the pool).
+    pub fast_budget: u64,
+    /// Block unit of slow-tier tables: a power of two, 512–4096 (default 4096, one
+    /// SSD page).
+    pub slow_block_size: usize,
+    /// Runs of equal weight in a slow-tier partition that merge into one (LightKV's
+    /// `CS`, default 4): write amplification about `log_CS(data / run size) + 1`.
+    pub slow_merge_width: usize,
+    /// A slow-tier partition larger than this splits in two (default 256 MiB).
+    pub slow_partition_bytes: u64,
+    /// Slow-tier write rate limit of demotions and merges, bytes per second (0 =
+    /// unlimited, the default), so reads keep their tail under a write stream.
+    pub slow_write_rate: u64,
     /// Run the flush and compaction threads (default true). Without them nothing is
     /// flushed or compacted unless [`super::Db::flush_faststore`] or
     /// [`super::Db::compact`] is called, and writers are never slowed down.
@@ -175,6 +196,12 @@ impl Default for Options {
             compaction_threads: std::thread::available_parallelism()
                 .map_or(2, std::num::NonZero::get),
             background: true,
+            slow_dir: None,
+            fast_budget: 0,
+            slow_block_size: 4096,
+            slow_merge_width: 4,
+            slow_partition_bytes: 256 << 20,
+            slow_write_rate: 0,
         }
     }
 }
@@ -242,6 +269,21 @@ impl Options {
         if self.buffer_trees_write_heavy == 0 || self.buffer_trees_read_heavy == 0 {
             return Err(Error::invalid("buffer-tree thresholds must be at least 1"));
         }
+        if !self.slow_block_size.is_power_of_two() || !(512..=4096).contains(&self.slow_block_size)
+        {
+            return Err(Error::invalid(format!(
+                "slow_block_size {} must be a power of two between 512 and 4096",
+                self.slow_block_size
+            )));
+        }
+        if self.slow_merge_width < 2 {
+            return Err(Error::invalid("slow_merge_width must be at least 2"));
+        }
+        if self.slow_partition_bytes < (1 << 20) {
+            return Err(Error::invalid(
+                "slow_partition_bytes must be at least 1 MiB",
+            ));
+        }
         Ok(())
     }
 
@@ -254,6 +296,17 @@ impl Options {
         }
         let target = (self.pool_size / 256).clamp(256 << 10, 4 << 20);
         1u64 << target.ilog2()
+    }
+
+    /// Bytes of StableStore tables the pool keeps before demoting (`fast_budget`, or a
+    /// quarter of the pool for 0).
+    #[must_use]
+    pub fn effective_fast_budget(&self) -> u64 {
+        if self.fast_budget != 0 {
+            self.fast_budget
+        } else {
+            self.pool_size / 4
+        }
     }
 
     /// Checks a key against the limits.

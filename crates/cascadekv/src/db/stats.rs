@@ -2,9 +2,11 @@
 
 use std::sync::atomic::Ordering;
 
+use super::engine::Engine;
 use super::Db;
 use crate::coding::ratio;
 use crate::pmem::Backend;
+use crate::stages::Stages;
 
 /// A point-in-time summary of the store. New fields may be added in any release.
 #[derive(Debug, Clone, Default)]
@@ -130,6 +132,45 @@ pub struct Stats {
     pub recovered_from_checkpoint: bool,
     /// Open (recovery) time, microseconds.
     pub recovery_micros: u64,
+    /// Slow tier (issue #14): files, partitions, tables, entries and bytes on it.
+    pub slow_tier_files: u64,
+    /// Key-range partitions.
+    pub slow_tier_partitions: u64,
+    /// Tables.
+    pub slow_tier_tables: u64,
+    /// Entries (tombstones and shadowed versions included).
+    pub slow_tier_entries: u64,
+    /// Table bytes on the slow tier.
+    pub slow_tier_bytes: u64,
+    /// DRAM of its index (table arrays, fence copies, filters).
+    pub slow_tier_dram_bytes: u64,
+    /// Gets answered by the slow tier.
+    pub slow_gets: u64,
+    /// Reads (`pread`s) from slow-tier files and their bytes.
+    pub slow_reads: u64,
+    /// Bytes read from slow-tier files.
+    pub slow_bytes_read: u64,
+    /// Demotions and the pool table bytes they moved.
+    pub demotions: u64,
+    /// Pool table bytes demoted.
+    pub demoted_bytes: u64,
+    /// Slow-tier merges.
+    pub slow_merges: u64,
+    /// Slow-tier partition splits.
+    pub slow_splits: u64,
+    /// Time in demotions, merges and splits, microseconds.
+    pub slow_micros: u64,
+    /// Bytes written to the slow tier.
+    pub slow_bytes_written: u64,
+    /// Write amplification of the fast tier: (log + flush + compaction bytes) / user bytes.
+    pub fast_write_amplification: f64,
+    /// Write amplification of the slow tier: bytes written there / bytes demoted into
+    /// it (LightKV Fig. 9).
+    pub slow_write_amplification: f64,
+    /// Compaction debt: StableStore bytes (with their separated values) over the fast
+    /// budget plus slow-tier bytes in
+    /// partitions due a merge or split.
+    pub slow_debt_bytes: u64,
 }
 
 impl Stats {
@@ -191,6 +232,30 @@ impl Stats {
         n("scrub_blocks", self.scrub_blocks);
         n("scrub_bytes", self.scrub_bytes);
         n("scrub_errors", self.scrub_errors);
+        n("slow_tier_files", self.slow_tier_files);
+        n("slow_tier_partitions", self.slow_tier_partitions);
+        n("slow_tier_tables", self.slow_tier_tables);
+        n("slow_tier_entries", self.slow_tier_entries);
+        n("slow_tier_bytes", self.slow_tier_bytes);
+        n("slow_tier_dram_bytes", self.slow_tier_dram_bytes);
+        n("slow_gets", self.slow_gets);
+        n("slow_reads", self.slow_reads);
+        n("slow_bytes_read", self.slow_bytes_read);
+        n("demotions", self.demotions);
+        n("demoted_bytes", self.demoted_bytes);
+        n("slow_merges", self.slow_merges);
+        n("slow_splits", self.slow_splits);
+        n("slow_micros", self.slow_micros);
+        n("slow_bytes_written", self.slow_bytes_written);
+        n("slow_debt_bytes", self.slow_debt_bytes);
+        r.push((
+            "fast_write_amplification",
+            format!("{:.3}", self.fast_write_amplification),
+        ));
+        r.push((
+            "slow_write_amplification",
+            format!("{:.3}", self.slow_write_amplification),
+        ));
         r.push((
             "write_amplification",
             format!("{:.3}", self.write_amplification),
@@ -212,7 +277,10 @@ impl Stats {
     /// Estimated DRAM of all engine indexes.
     #[must_use]
     pub fn dram_bytes(&self) -> u64 {
-        self.faststore_dram_bytes + self.buffer_dram_bytes + self.stable_dram_bytes
+        self.faststore_dram_bytes
+            + self.buffer_dram_bytes
+            + self.stable_dram_bytes
+            + self.slow_tier_dram_bytes
     }
 }
 
@@ -281,6 +349,7 @@ impl Db {
             scrub_last_error: e.scrub.last_error.lock().clone(),
             ..Stats::default()
         };
+        slow_stats(e, &stages, mstate.retained.live_bytes(), &mut s);
         for fs in stages.fast() {
             s.faststore_entries += fs.index().len() as u64;
             s.faststore_dram_bytes += fs.dram_bytes();
@@ -299,9 +368,42 @@ impl Db {
         }
         s.vlog_dead_bytes = s.vlog_bytes.saturating_sub(s.vlog_live_bytes);
         s.live_bytes = s.vlog_live_bytes + s.buffer_bytes + s.stable_bytes + s.faststore_log_bytes;
+        // Space amplification stays a pool figure: the slow tier is not in the pool.
         s.space_amplification = ratio(s.pool_bytes_used, s.live_bytes);
-        let written = s.log_bytes_written + s.flush_bytes + s.compaction_bytes;
-        s.write_amplification = ratio(written, s.user_bytes_written);
+        let fast = s.log_bytes_written + s.flush_bytes + s.compaction_bytes;
+        s.fast_write_amplification = ratio(fast, s.user_bytes_written);
+        s.write_amplification = ratio(fast + s.slow_bytes_written, s.user_bytes_written);
+        s.slow_write_amplification = ratio(s.slow_bytes_written, ld(&c.slow_demote_bytes_written));
         s
+    }
+}
+
+/// The slow tier's part of `s` (before the amplifications are derived).
+fn slow_stats(e: &Engine, stages: &Stages, vlog_live: u64, s: &mut Stats) {
+    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let (c, slow) = (&e.counters, &stages.slow);
+    s.slow_tier_files = slow.runs().count() as u64;
+    s.slow_tier_partitions = slow.parts().len() as u64;
+    s.slow_tier_tables = slow.tables().count() as u64;
+    s.slow_tier_entries = slow.entries();
+    s.slow_tier_bytes = slow.bytes();
+    s.slow_tier_dram_bytes = slow.dram_bytes();
+    s.slow_gets = ld(&c.slow_gets);
+    s.demotions = ld(&c.demotions);
+    s.demoted_bytes = ld(&c.demoted_bytes);
+    s.slow_merges = ld(&c.slow_merges);
+    s.slow_splits = ld(&c.slow_splits);
+    s.slow_micros = ld(&c.slow_micros);
+    s.slow_bytes_written = ld(&c.slow_bytes_written);
+    if let Some(ctx) = &e.slow {
+        s.slow_reads = ld(&ctx.io.reads);
+        s.slow_bytes_read = ld(&ctx.io.read_bytes);
+        s.slow_debt_bytes = super::slow::fast_bytes(stages.stable.tables().bytes(), vlog_live)
+            .saturating_sub(e.opts.effective_fast_budget())
+            + crate::slowtier::compact::debt(
+                slow,
+                e.opts.slow_merge_width,
+                e.opts.slow_partition_bytes,
+            );
     }
 }

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use super::slow::{PartEdit, RunMeta, SlowEdit, SlowState};
 use crate::coding::{get_varint, put_varint, usize_from};
 use crate::table::LstMeta;
 use crate::vlog::segments::SegmentUsage;
@@ -20,6 +21,10 @@ const TAG_COMPACTION_V1: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_FLUSH: u8 = 5;
 const TAG_COMPACTION: u8 = 6;
+/// A snapshot with the slow tier's state appended (written only when it is not empty,
+/// so a store that never used the slow tier stays readable by older binaries).
+const TAG_SNAPSHOT_SLOW: u8 = 7;
+const TAG_SLOW: u8 = 8;
 
 /// Everything the manifest knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +42,8 @@ pub struct ManifestState {
     /// Log segments kept because tables reference separated values in them, with
     /// their live bytes (the value log's accounting, [`crate::vlog`]).
     pub retained: RetainedSegments,
+    /// The slow tier's partitions and runs.
+    pub slow: SlowState,
 }
 
 /// One change.
@@ -71,6 +78,8 @@ pub enum Edit {
         /// Retained segments no table references any more (first chunks).
         released: Vec<u64>,
     },
+    /// A slow-tier change: a demotion, merge or split.
+    Slow(SlowEdit),
 }
 
 impl ManifestState {
@@ -120,6 +129,26 @@ impl ManifestState {
                 }
                 self.bump_ids(added);
             }
+            Edit::Slow(e) => {
+                for d in &e.dead {
+                    self.retained.add_dead(*d);
+                }
+                for c in &e.released {
+                    self.retained.remove(*c);
+                }
+                for id in &e.removed {
+                    self.stable.remove(id);
+                }
+                self.slow.apply(e);
+                let added: Vec<LstMeta> = e
+                    .parts
+                    .iter()
+                    .filter_map(|(_, r)| r.as_ref())
+                    .flatten()
+                    .flat_map(|r| r.lsts.iter().cloned())
+                    .collect();
+                self.bump_ids(&added);
+            }
         }
     }
 
@@ -129,7 +158,7 @@ impl ManifestState {
         }
     }
 
-    /// Every LST the state references.
+    /// Every pool LST the state references (slow-tier tables: `slow.lsts()`).
     pub fn all_lsts(&self) -> impl Iterator<Item = &LstMeta> {
         self.trees.values().flatten().chain(self.stable.values())
     }
@@ -168,6 +197,33 @@ fn put_lsts(out: &mut Vec<u8>, l: &[LstMeta]) {
     put_varint(out, l.len() as u64);
     for m in l {
         put_lst(out, m);
+    }
+}
+
+fn put_runs(out: &mut Vec<u8>, runs: &[RunMeta]) {
+    put_varint(out, runs.len() as u64);
+    for r in runs {
+        put_varint(out, r.file);
+        put_varint(out, u64::from(r.weight));
+        put_lsts(out, &r.lsts);
+    }
+}
+
+fn put_parts<'a>(
+    out: &mut Vec<u8>,
+    n: usize,
+    parts: impl Iterator<Item = (&'a [u8], Option<&'a [RunMeta]>)>,
+) {
+    put_varint(out, n as u64);
+    for (lo, runs) in parts {
+        put_bytes(out, lo);
+        match runs {
+            Some(r) => {
+                out.push(1);
+                put_runs(out, r);
+            }
+            None => out.push(0),
+        }
     }
 }
 
@@ -215,6 +271,15 @@ pub fn encode(e: &Edit) -> Vec<u8> {
                 })
                 .collect();
             put_live(&mut out, &runs);
+            if !s.slow.is_empty() {
+                out[0] = TAG_SNAPSHOT_SLOW;
+                put_varint(&mut out, s.slow.next_file);
+                put_parts(
+                    &mut out,
+                    s.slow.parts.len(),
+                    s.slow.parts.iter().map(|(lo, r)| (&**lo, Some(&r[..]))),
+                );
+            }
         }
         Edit::Flush {
             generation,
@@ -243,6 +308,18 @@ pub fn encode(e: &Edit) -> Vec<u8> {
             put_dead(&mut out, dead);
             put_live(&mut out, created);
             put_ids(&mut out, released);
+        }
+        Edit::Slow(e) => {
+            out.push(TAG_SLOW);
+            put_ids(&mut out, &e.removed);
+            put_dead(&mut out, &e.dead);
+            put_ids(&mut out, &e.released);
+            put_parts(
+                &mut out,
+                e.parts.len(),
+                e.parts.iter().map(|(lo, r)| (&**lo, r.as_deref())),
+            );
+            put_varint(&mut out, e.next_file);
         }
     }
     out
@@ -321,6 +398,36 @@ impl<'a> Dec<'a> {
             .collect()
     }
 
+    fn runs(&mut self) -> Option<Vec<RunMeta>> {
+        let n = self.count(3)?;
+        (0..n)
+            .map(|_| {
+                Some(RunMeta {
+                    file: self.v()?,
+                    weight: u32::try_from(self.v()?).ok()?,
+                    lsts: self.lsts(true)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Partitions: lower bound, then 1 and the runs, or 0 for a removed one.
+    fn parts(&mut self) -> Option<Vec<PartEdit>> {
+        let n = self.count(2)?;
+        (0..n)
+            .map(|_| {
+                let lo: Box<[u8]> = self.bytes()?.into();
+                let present = self.small(1)?;
+                let runs = if present == 1 {
+                    Some(self.runs()?)
+                } else {
+                    None
+                };
+                Some((lo, runs))
+            })
+            .collect()
+    }
+
     fn ids(&mut self) -> Option<Vec<u64>> {
         let n = self.count(1)?;
         (0..n).map(|_| self.v()).collect()
@@ -332,9 +439,12 @@ impl<'a> Dec<'a> {
 pub fn decode(b: &[u8]) -> Option<Edit> {
     let (&tag, rest) = b.split_first()?;
     let mut d = Dec { b: rest, p: 0 };
-    let v2 = matches!(tag, TAG_SNAPSHOT | TAG_FLUSH | TAG_COMPACTION);
+    let v2 = matches!(
+        tag,
+        TAG_SNAPSHOT | TAG_FLUSH | TAG_COMPACTION | TAG_SNAPSHOT_SLOW
+    );
     let e = match tag {
-        TAG_SNAPSHOT | TAG_SNAPSHOT_V1 => {
+        TAG_SNAPSHOT | TAG_SNAPSHOT_V1 | TAG_SNAPSHOT_SLOW => {
             let mut s = ManifestState {
                 flushed_generation: d.v()?,
                 next_lst_id: d.v()?,
@@ -359,6 +469,12 @@ pub fn decode(b: &[u8]) -> Option<Edit> {
                     },
                 );
             }
+            if tag == TAG_SNAPSHOT_SLOW {
+                s.slow.next_file = d.v()?;
+                for (lo, runs) in d.parts()? {
+                    s.slow.parts.insert(lo, runs?);
+                }
+            }
             Edit::Snapshot(s)
         }
         TAG_FLUSH | TAG_FLUSH_V1 => Edit::Flush {
@@ -375,6 +491,13 @@ pub fn decode(b: &[u8]) -> Option<Edit> {
             created: if v2 { d.live()? } else { Vec::new() },
             released: if v2 { d.ids()? } else { Vec::new() },
         },
+        TAG_SLOW => Edit::Slow(SlowEdit {
+            removed: d.ids()?,
+            dead: d.dead()?,
+            released: d.ids()?,
+            parts: d.parts()?,
+            next_file: d.v()?,
+        }),
         _ => return None,
     };
     (d.p == rest.len()).then_some(e)
@@ -457,6 +580,51 @@ mod tests {
         );
         let snap = Edit::Snapshot(s.clone());
         assert_eq!(decode(&encode(&snap)), Some(snap));
+        assert_eq!(encode(&Edit::Snapshot(s.clone()))[0], TAG_SNAPSHOT);
+        // A demotion of table 4 into two partitions, then a merge removing one.
+        let run = |file, weight, ids: &[u64]| RunMeta {
+            file,
+            weight,
+            lsts: ids.iter().map(|i| meta(*i)).collect(),
+        };
+        let slow = [
+            Edit::Slow(SlowEdit {
+                removed: vec![4],
+                dead: vec![SegmentDead {
+                    chunk: 7,
+                    bytes: 100,
+                }],
+                released: vec![],
+                parts: vec![
+                    (b"".to_vec().into(), Some(vec![run(1, 0, &[20])])),
+                    (b"m".to_vec().into(), Some(vec![run(2, 0, &[21, 22])])),
+                ],
+                next_file: 3,
+            }),
+            Edit::Slow(SlowEdit {
+                removed: vec![],
+                dead: vec![],
+                released: vec![7],
+                parts: vec![(b"m".to_vec().into(), None)],
+                next_file: 3,
+            }),
+        ];
+        for e in &slow {
+            assert_eq!(decode(&encode(e)).as_ref(), Some(e));
+            s.apply(e);
+        }
+        assert_eq!(s.stable.keys().copied().collect::<Vec<_>>(), vec![6]);
+        assert_eq!(s.next_lst_id, 23);
+        assert_eq!(s.slow.next_file, 3);
+        assert_eq!(s.slow.files().collect::<Vec<_>>(), vec![1]);
+        assert!(s.retained.iter().next().is_none());
+        let snap = Edit::Snapshot(s.clone());
+        let bytes = encode(&snap);
+        assert_eq!(bytes[0], TAG_SNAPSHOT_SLOW);
+        assert_eq!(decode(&bytes), Some(snap));
+        for cut in 0..bytes.len() {
+            assert_eq!(decode(&bytes[..cut]), None, "cut at {cut}");
+        }
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!   these log segments hold separated values the LSTs reference.
 //! * `Compaction` — these buffer-trees and stable LSTs were replaced by these new
 //!   stable LSTs.
+//! * `Slow` — the slow tier's partitions changed (a demotion, merge or split,
+//!   [`slow`]).
 //!
 //! At the first edit after open, and when a manifest log grows past `ROTATE_BYTES`, a
 //! new one is started with a `Snapshot` and the old one is freed. Recovery uses the
@@ -28,6 +30,7 @@
 //! of the state gets a copy.
 
 pub(crate) mod edit;
+pub(crate) mod slow;
 
 use std::sync::Arc;
 
@@ -35,6 +38,7 @@ use parking_lot::Mutex;
 
 pub use edit::{decode, encode};
 pub(crate) use edit::{Edit, ManifestState};
+pub(crate) use slow::{RunMeta, SlowEdit, SlowState};
 
 use crate::error::{Error, Result};
 use crate::log::{self, Kind, LogInfo, LogWriter, RecordIn};

@@ -30,8 +30,10 @@ pub const INDEX_UNITS: usize = 2;
 pub struct BuiltLst {
     /// Unique id (seeds block checksums).
     pub id: u64,
-    /// The bytes: data blocks, then the index block.
+    /// The bytes: data blocks, then the index block (released once written out).
     pub bytes: Vec<u8>,
+    /// Bytes of the table.
+    pub size: u32,
     /// Offset of the index block in `bytes`.
     pub index_off: u32,
     /// Units of the index block.
@@ -59,6 +61,13 @@ pub(crate) struct TableOptions {
     pub ids: Arc<AtomicU64>,
     /// Compaction output (StableStore) gets filters too (`Options::stable_filters`).
     pub stable_filters: bool,
+}
+
+impl BuiltLst {
+    /// Bytes of the table (kept when `bytes` has been written out and released).
+    pub fn size(&self) -> u32 {
+        self.size
+    }
 }
 
 impl TableOptions {
@@ -119,6 +128,11 @@ impl LstBuilder {
 
     /// Records that the entry just added (its LST is the one in progress) points into
     /// the value segment starting at `chunk`.
+    /// Builds a Bloom filter for each table (or not).
+    pub fn set_filters(&mut self, on: bool) {
+        self.filters = on;
+    }
+
     pub fn note_value_segment(&mut self, chunk: u64) {
         self.values.insert(chunk);
     }
@@ -178,6 +192,7 @@ impl LstBuilder {
         self.bytes.extend_from_slice(&self.scratch);
         let built = BuiltLst {
             id: self.id,
+            size: self.bytes.len() as u32,
             bytes: std::mem::take(&mut self.bytes),
             index_off,
             index_units,

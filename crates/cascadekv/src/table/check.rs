@@ -50,7 +50,8 @@ impl Lst {
             from: Some(self.min_key.to_vec()),
             until: None,
         };
-        let idx = match self.index() {
+        let (mut ibuf, mut buf, mut vbuf) = (Vec::new(), Vec::new(), Vec::new());
+        let idx = match self.index(&mut ibuf) {
             Ok(b) => b,
             Err(e) => {
                 damage(whole(e));
@@ -66,7 +67,7 @@ impl Lst {
                 return w;
             };
             let until = || idx.index_at(i + 1).map(|n| n.first_key.to_vec());
-            let data = match self.block(e.addr, e.units, BlockKind::Data) {
+            let data = match self.block(e.addr, e.units, BlockKind::Data, &mut buf) {
                 Ok(d) => d,
                 Err(err) => {
                     damage(TableDamage {
@@ -101,6 +102,19 @@ impl Lst {
                         until: until(),
                     });
                     break;
+                };
+                // A slow-tier blob is read and verified like a block.
+                let v = match self.resolve(v, &mut vbuf) {
+                    Ok(v) => v,
+                    Err(err) => {
+                        damage(TableDamage {
+                            addr: self.base + e.addr,
+                            error: err,
+                            from: Some(k.to_vec()),
+                            until: data.key_at(j + 1).map(<[u8]>::to_vec).or_else(until),
+                        });
+                        continue;
+                    }
                 };
                 w.entries += 1;
                 if !f(k, v) {

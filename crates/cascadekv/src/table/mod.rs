@@ -28,61 +28,32 @@ pub(crate) mod builder;
 pub(crate) mod check;
 mod fences;
 mod filter;
+pub(crate) mod place;
 pub(crate) mod reclaim;
 pub(crate) mod set;
 mod slices;
 pub(crate) mod writer;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use block::{units_of, Block, BlockError, BlockKind};
 pub(crate) use builder::BuiltLst;
+pub use place::{Place, TableChunk};
 pub(crate) use set::TableSet;
 pub(crate) use writer::TableWriter;
 
 use crate::error::{Error, Result};
-use crate::pmem::Pool;
+use crate::slowtier::SlowFile;
 use crate::value::ValueRef;
 use crate::vlog::Segment;
-
-/// An allocation of table chunks and the number of live LSTs in it.
-#[derive(Debug)]
-pub struct TableChunk {
-    pool: Arc<Pool>,
-    chunk: u64,
-    span: u64,
-    live: AtomicUsize,
-}
-
-impl TableChunk {
-    /// A chunk found at recovery.
-    pub fn recovered(pool: Arc<Pool>, chunk: u64, span: u64) -> Arc<Self> {
-        Arc::new(TableChunk {
-            pool,
-            chunk,
-            span,
-            live: AtomicUsize::new(0),
-        })
-    }
-}
-
-impl Drop for TableChunk {
-    fn drop(&mut self) {
-        if self.live.load(Ordering::Acquire) == 0 {
-            // Freed in the pool's next batch (a reader dropping the last reference
-            // does not persist the bitmap itself).
-            self.pool.release(self.chunk, self.span);
-        }
-    }
-}
 
 /// A placed LST.
 #[derive(Debug)]
 pub struct Lst {
     /// Unique id; seeds block checksums.
     pub id: u64,
-    /// Pool address of the table's first byte.
+    /// Address of the table's first byte: in the pool, or in its slow-tier file.
     pub base: u64,
     /// Table bytes.
     pub size: u32,
@@ -96,7 +67,8 @@ pub struct Lst {
     pub max_key: Box<[u8]>,
     /// Entries.
     pub entries: u32,
-    chunk: Arc<TableChunk>,
+    /// Where the bytes are (a pool chunk or a slow-tier file).
+    place: Place,
     /// Value-log segments the entries point into (one holder each while live).
     values: Vec<Arc<Segment>>,
     obsolete: AtomicBool,
@@ -137,12 +109,50 @@ impl Lst {
     /// Rebuilds a handle from manifest metadata (recovery), registering it as live in
     /// `chunk` and taking a holder on each of its value segments.
     pub fn from_meta(m: &LstMeta, chunk: Arc<TableChunk>, values: Vec<Arc<Segment>>) -> Arc<Lst> {
-        chunk.live.fetch_add(1, Ordering::AcqRel);
         for s in &values {
             s.hold();
         }
         let mut l = Lst::probe(m, chunk);
         l.values = values;
+        Self::make_live(l)
+    }
+
+    /// Rebuilds a slow-tier table from manifest metadata (recovery), registering it as
+    /// live in `file`.
+    pub fn from_file_meta(m: &LstMeta, file: Arc<SlowFile>) -> Arc<Lst> {
+        Self::make_live(Lst::with_place(m, Place::File(file)))
+    }
+
+    /// A table just written into `place`, live from now on (`filter`: the builder's).
+    pub(crate) fn placed(
+        b: BuiltLst,
+        base: u64,
+        place: Place,
+        values: Vec<Arc<Segment>>,
+    ) -> Arc<Lst> {
+        for s in &values {
+            s.hold();
+        }
+        let l = Lst {
+            id: b.id,
+            base,
+            size: b.size(),
+            index_off: b.index_off,
+            index_units: b.index_units,
+            min_key: b.min_key,
+            max_key: b.max_key,
+            entries: b.entries,
+            place,
+            values,
+            obsolete: AtomicBool::new(true),
+            fences: std::sync::OnceLock::new(),
+            filter: std::sync::OnceLock::from(b.filter),
+        };
+        Self::make_live(l)
+    }
+
+    fn make_live(mut l: Lst) -> Arc<Lst> {
+        l.place.add_live();
         l.obsolete = AtomicBool::new(false);
         Arc::new(l)
     }
@@ -150,6 +160,10 @@ impl Lst {
     /// A handle for reading a table the manifest lists without making it live (no
     /// holder on its chunk or values): recovery reads first-format tables with it.
     pub fn probe(m: &LstMeta, chunk: Arc<TableChunk>) -> Lst {
+        Lst::with_place(m, Place::Pool(chunk))
+    }
+
+    fn with_place(m: &LstMeta, place: Place) -> Lst {
         Lst {
             id: m.id,
             base: m.base,
@@ -159,7 +173,7 @@ impl Lst {
             min_key: m.min_key.clone(),
             max_key: m.max_key.clone(),
             entries: m.entries,
-            chunk,
+            place,
             values: Vec::new(),
             obsolete: AtomicBool::new(true),
             fences: std::sync::OnceLock::new(),
@@ -167,9 +181,18 @@ impl Lst {
         }
     }
 
-    /// First chunk and span of the table chunk this LST lies in.
-    pub fn table_chunk(&self) -> (u64, u64) {
-        (self.chunk.chunk, self.chunk.span)
+    /// First chunk and span of the table chunk this LST lies in (`None` for a
+    /// slow-tier table).
+    pub fn table_chunk(&self) -> Option<(u64, u64)> {
+        self.place.table_chunk()
+    }
+
+    #[cfg(test)]
+    fn pool_chunk(&self) -> Arc<TableChunk> {
+        match &self.place {
+            Place::Pool(c) => c.clone(),
+            Place::File(_) => panic!("a slow-tier table has no pool chunk"),
+        }
     }
 
     /// The value-log segments the entries point into.
@@ -197,28 +220,36 @@ impl Lst {
     /// holder on each value segment.
     pub fn mark_obsolete(&self) {
         if !self.obsolete.swap(true, Ordering::AcqRel) {
-            self.chunk.live.fetch_sub(1, Ordering::AcqRel);
+            self.place.sub_live();
             for s in &self.values {
                 s.release();
             }
         }
     }
 
-    fn pool(&self) -> &Pool {
-        &self.chunk.pool
+    fn path(&self) -> &std::path::Path {
+        self.place.path()
     }
 
-    fn block(&self, off: u64, units: u8, kind: BlockKind) -> Result<Block<'_>> {
+    /// Block `off` (relative to the table) of `units` units: borrowed from the pool
+    /// mapping, or read from the slow-tier file into `buf`.
+    fn block<'b>(
+        &'b self,
+        off: u64,
+        units: u8,
+        kind: BlockKind,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<Block<'b>> {
         let bs = self.block_size()?;
         let len = u64::from(units) * bs;
         if off + len > u64::from(self.size) {
             return Err(Error::corruption(
-                self.pool().path(),
+                self.path(),
                 self.base + off,
                 "block beyond its table",
             ));
         }
-        let bytes = self.pool().mem().read(self.base + off, len)?;
+        let bytes = self.place.read(self.base + off, len, buf)?;
         let b = Block::open(bytes, self.id, kind).map_err(|e| self.block_error(off, e))?;
         if units_of(bytes) != Some(units) {
             return Err(self.block_error(
@@ -235,7 +266,7 @@ impl Lst {
             .checked_sub(u64::from(self.index_off))
             .filter(|b| *b > 0 && self.index_units > 0)
             .ok_or_else(|| {
-                Error::corruption(self.pool().path(), self.base, "table metadata out of range")
+                Error::corruption(self.path(), self.base, "table metadata out of range")
             })?;
         Ok(ib / u64::from(self.index_units))
     }
@@ -247,23 +278,33 @@ impl Lst {
     fn block_error(&self, off: u64, e: BlockError) -> Error {
         match e {
             BlockError::Checksum { stored, actual } => Error::ChecksumMismatch {
-                file: self.pool().path().to_path_buf(),
+                file: self.path().to_path_buf(),
                 offset: self.base + off,
                 expected: stored,
                 actual,
             },
-            BlockError::Malformed(why) => {
-                Error::corruption(self.pool().path(), self.base + off, why)
-            }
+            BlockError::Malformed(why) => Error::corruption(self.path(), self.base + off, why),
         }
     }
 
-    fn index(&self) -> Result<Block<'_>> {
+    fn index<'b>(&'b self, buf: &'b mut Vec<u8>) -> Result<Block<'b>> {
         self.block(
             u64::from(self.index_off),
             self.index_units,
             BlockKind::Index,
+            buf,
         )
+    }
+
+    /// A value as the caller sees it: a slow-tier table's `Separated` entry names a
+    /// blob in its own file, read and verified into `buf`; anything else unchanged.
+    fn resolve<'v>(&self, v: ValueRef<'v>, buf: &'v mut Vec<u8>) -> Result<ValueRef<'v>> {
+        match (v, &self.place) {
+            (ValueRef::Separated(p), Place::File(_)) => {
+                Ok(ValueRef::Inline(self.place.read_blob(p, buf)?))
+            }
+            (v, _) => Ok(v),
+        }
     }
 
     /// The DRAM copy of the index block, built (verified) by the first call.
@@ -272,7 +313,9 @@ impl Lst {
             return Ok(f);
         }
         let ioff = u64::from(self.index_off);
-        let f = fences::Fences::from_block(&self.index()?).ok_or_else(|| self.undecodable(ioff))?;
+        let mut buf = Vec::new();
+        let f = fences::Fences::from_block(&self.index(&mut buf)?)
+            .ok_or_else(|| self.undecodable(ioff))?;
         // A racing lookup may have set it first: both copies are the same.
         let _ = self.fences.set(f);
         self.fences
@@ -307,6 +350,13 @@ impl Lst {
             .as_ref()
     }
 
+    /// False only if the table's Bloom filter says `key` is not here (true without a
+    /// filter, or if building one failed).
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.filter()
+            .is_none_or(|f| f.may_contain(filter::key_hash(key)))
+    }
+
     /// Looks `key` up and calls `f` with its value borrowed from the verified data
     /// block (no copy unless `f` makes one): one data block read (the index block is
     /// verified and copied to DRAM by the first lookup, `fences.rs`).
@@ -336,11 +386,13 @@ impl Lst {
         if last && key > &*self.max_key {
             return Ok(None);
         }
-        let data = self.block(addr, units, BlockKind::Data)?;
+        let mut buf = Vec::new();
+        let data = self.block(addr, units, BlockKind::Data, &mut buf)?;
         match data.search(key).ok_or_else(|| self.undecodable(addr))? {
             Ok(j) => {
                 let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
-                Ok(Some(f(v)))
+                let mut vbuf = Vec::new();
+                Ok(Some(f(self.resolve(v, &mut vbuf)?)))
             }
             Err(_) => Ok(None),
         }
@@ -354,7 +406,8 @@ impl Lst {
         mut f: impl FnMut(&[u8], ValueRef<'_>) -> bool,
     ) -> Result<()> {
         let ioff = u64::from(self.index_off);
-        let idx = self.index()?;
+        let (mut ibuf, mut buf, mut vbuf) = (Vec::new(), Vec::new(), Vec::new());
+        let idx = self.index(&mut ibuf)?;
         let start = match lo {
             Some(k) => idx
                 .child_for(k)
@@ -364,7 +417,7 @@ impl Lst {
         };
         for i in start..idx.count() {
             let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(e.addr, e.units, BlockKind::Data)?;
+            let data = self.block(e.addr, e.units, BlockKind::Data, &mut buf)?;
             let from = match lo {
                 Some(k) if i == start => {
                     match data.search(k).ok_or_else(|| self.undecodable(e.addr))? {
@@ -375,7 +428,7 @@ impl Lst {
             };
             for j in from..data.count() {
                 let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
-                if !f(k, v) {
+                if !f(k, self.resolve(v, &mut vbuf)?) {
                     return Ok(());
                 }
             }
@@ -392,7 +445,8 @@ impl Lst {
         mut f: impl FnMut(&[u8], ValueRef<'_>) -> bool,
     ) -> Result<()> {
         let ioff = u64::from(self.index_off);
-        let idx = self.index()?;
+        let (mut ibuf, mut buf, mut vbuf) = (Vec::new(), Vec::new(), Vec::new());
+        let idx = self.index(&mut ibuf)?;
         let last = match hi {
             Some(k) => match idx.child_for(k).ok_or_else(|| self.undecodable(ioff))? {
                 Some(i) => i,
@@ -405,7 +459,7 @@ impl Lst {
         };
         for i in (0..=last).rev() {
             let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(e.addr, e.units, BlockKind::Data)?;
+            let data = self.block(e.addr, e.units, BlockKind::Data, &mut buf)?;
             // Entries before `end` (exclusive) are inside the bound.
             let end = match hi {
                 Some(k) if i == last => {
@@ -418,7 +472,7 @@ impl Lst {
             };
             for j in (0..end).rev() {
                 let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
-                if !f(k, v) {
+                if !f(k, self.resolve(v, &mut vbuf)?) {
                     return Ok(());
                 }
             }
@@ -480,6 +534,7 @@ impl Drop for Unpublished {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pmem::Pool;
     use crate::table::builder::LstBuilder;
     use crate::value::Value;
 
@@ -616,7 +671,7 @@ mod tests {
                 // (fences.rs): lookups keep answering from the verified copy, and a
                 // read of the media block (what scrub and verify do) notices the flip.
                 assert!(
-                    l.index().is_err(),
+                    l.index(&mut Vec::new()).is_err(),
                     "flip at {off} in the index went unnoticed"
                 );
             } else {
@@ -649,7 +704,7 @@ mod tests {
             max_key: placed.max_key.clone(),
             values: None,
         };
-        let loaded = Lst::probe(&meta, placed.chunk.clone());
+        let loaded = Lst::probe(&meta, placed.pool_chunk());
         assert!(loaded.filter.get().is_none());
         assert_eq!(
             loaded.get_with(&4u64.to_be_bytes(), true, owned)?,
@@ -670,7 +725,7 @@ mod tests {
         let addr = placed.base + last_block;
         let orig = p.mem().read(addr, 1)?[0];
         p.mem().write(addr, &[orig ^ 0x01])?;
-        let damaged = Lst::probe(&meta, placed.chunk.clone());
+        let damaged = Lst::probe(&meta, placed.pool_chunk());
         assert_eq!(
             damaged.get_with(&0u64.to_be_bytes(), true, owned)?,
             Some(Value::Inline(b"value".to_vec()))

@@ -32,7 +32,9 @@ pub(crate) fn sparse_tables<'a>(
     // Per table chunk: its span, live bytes and tables.
     let mut chunks: BTreeMap<u64, (u64, u64, Vec<u64>)> = BTreeMap::new();
     for l in tables {
-        let (chunk, span) = l.table_chunk();
+        let Some((chunk, span)) = l.table_chunk() else {
+            continue;
+        };
         let e = chunks.entry(chunk).or_insert((span, 0, Vec::new()));
         e.1 += u64::from(l.size);
         e.2.push(l.id);

@@ -111,6 +111,13 @@ impl TableSet {
         self.sorted.get(self.count_upto(key, true).checked_sub(1)?)
     }
 
+    /// False only if no table can hold `key` (outside every range, or its Bloom
+    /// filter says no).
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.table_for(key)
+            .is_some_and(|l| key <= &*l.max_key && l.may_contain(key))
+    }
+
     /// Looks `key` up (Algorithm 2: scan the index for the LST, search the LST) and
     /// calls `f` with its value borrowed ([`Lst::get_with`]).
     pub fn get_with<R>(

@@ -7,10 +7,10 @@
 //!
 //! Thread-safety: a writer is owned by one flush or compaction thread.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use super::{BuiltLst, Lst, TableChunk};
+use super::{BuiltLst, Lst, Place, TableChunk};
 use crate::error::{Error, Result};
 use crate::pmem::{AllocClass, ChunkKind, Pool, WritebackSet, CHUNK_HEADER_LEN};
 use crate::vlog::SegmentMap;
@@ -48,10 +48,6 @@ impl TableWriter {
     /// `Corruption` if an entry points outside every segment in `segs` (a damaged
     /// pointer that passed its checksum cannot happen; this guards the invariant).
     /// `PoolFull` and `Io` from allocating and writing.
-    #[expect(
-        clippy::cast_possible_truncation,
-        reason = "an LST is at most table_max_bytes (<= 16 MiB, Options::validate) plus two blocks"
-    )]
     pub fn place(&mut self, b: BuiltLst, segs: &SegmentMap) -> Result<Arc<Lst>> {
         // A flush or compaction thread re-checks its CPU priority once per table.
         crate::priority::checkpoint();
@@ -97,25 +93,7 @@ impl TableWriter {
         self.pool.mem().write_back(&mut self.set, base, need);
         *pos += need;
         self.written += need;
-        tc.live.fetch_add(1, Ordering::AcqRel);
-        for s in &values {
-            s.hold();
-        }
-        Ok(Arc::new(Lst {
-            id: b.id,
-            base,
-            size: need as u32,
-            index_off: b.index_off,
-            index_units: b.index_units,
-            min_key: b.min_key,
-            max_key: b.max_key,
-            entries: b.entries,
-            chunk: tc.clone(),
-            values,
-            obsolete: AtomicBool::new(false),
-            fences: std::sync::OnceLock::new(),
-            filter: std::sync::OnceLock::from(b.filter),
-        }))
+        Ok(Lst::placed(b, base, Place::Pool(tc.clone()), values))
     }
 
     /// Makes every placed LST durable.

@@ -1,0 +1,204 @@
+//! The slow-tier jobs around [`crate::slowtier::compact`]: pick, run, persist the
+//! manifest edit, install the next stage set, retire the inputs (issue #14).
+//!
+//! * [`demote`] (compaction thread's partner, `cascade-slow`): while StableStore —
+//!   its tables and the separated values they point to — holds more than the fast
+//!   budget, moves a batch of its tables — the next key range in a
+//!   round robin over the key space — into the slow tier. It holds `compact_lock` (no
+//!   fast compaction may rewrite its victims meanwhile) and `slow_lock`, and gives up
+//!   at once if a slow-tier merge holds the latter, so a long merge never blocks fast
+//!   compaction. One batch is at most an eighth of the budget (at least 8 MiB), so
+//!   `compact_lock` is released between batches.
+//! * [`merge_step`]: one partition merge or split (`slowtier::compact::plan`), under
+//!   `slow_lock` only: it rewrites slow-tier files alone, and a demotion is the only
+//!   other writer of partitions.
+//!
+//! Order of effects, as for compaction: new files sealed (fsync, rename, fsync dir) →
+//! manifest edit durable → stage set installed → inputs marked obsolete (their pool
+//! chunks or files go once no reader holds an older stage set).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::engine::Engine;
+use crate::coding::micros;
+use crate::error::Result;
+use crate::manifest::{Edit, RunMeta, SlowEdit};
+use crate::slowtier::compact::{self, Outcome, Step};
+use crate::slowtier::Partition;
+use crate::table::Lst;
+use crate::vlog::Segment;
+
+/// What the fast budget counts: StableStore's table bytes and the separated values in
+/// the pool's value log (`vlog_live`, which buffer-trees share for the short time they
+/// exist).
+pub(crate) fn fast_bytes(stable_tables: u64, vlog_live: u64) -> u64 {
+    stable_tables + vlog_live
+}
+
+/// Smallest demotion batch.
+const MIN_BATCH: u64 = 8 << 20;
+
+/// Demotes one batch of StableStore tables if StableStore is over the fast budget.
+/// Returns false if there was nothing to do (or a slow-tier merge is running).
+pub(crate) fn demote(e: &Engine) -> Result<bool> {
+    let Some(ctx) = &e.slow else {
+        return Ok(false);
+    };
+    let budget = e.opts.effective_fast_budget();
+    let _c = e.compact_lock.lock();
+    let Some(_s) = e.slow_lock.try_lock() else {
+        return Ok(false);
+    };
+    let start = Instant::now();
+    let stages = e.stages.load_full();
+    let stable = stages.stable.tables();
+    let retained = e.manifest.state().retained;
+    let fast = fast_bytes(stable.bytes(), retained.live_bytes());
+    if fast <= budget {
+        return Ok(false);
+    }
+    // Down to 15/16 of the budget, at most one batch at a time; in table bytes, with
+    // the separated values in the same proportion as over all of StableStore.
+    let want = (fast - budget + budget / 16).min((budget / 8).max(MIN_BATCH));
+    let target =
+        u64::try_from(u128::from(want) * u128::from(stable.bytes()) / u128::from(fast.max(1)))
+            .unwrap_or(u64::MAX)
+            .max(1);
+    let tables: Vec<&Arc<Lst>> = stable.tables().collect();
+    let mut from = e.demote_from.lock();
+    let mut first = tables.partition_point(|l| *l.min_key < **from);
+    if first >= tables.len() {
+        first = 0;
+    }
+    let mut victims: Vec<Arc<Lst>> = Vec::new();
+    let mut got = 0u64;
+    for l in &tables[first..] {
+        victims.push((*l).clone());
+        got += u64::from(l.size);
+        if got >= target {
+            break;
+        }
+    }
+    let mut out = compact::demote(ctx, &stages.slow, &victims, &e.pool, &retained)?;
+    let released = released_segments(&victims);
+    let removed: Vec<u64> = victims.iter().map(|l| l.id).collect();
+    persist(
+        e,
+        &mut out,
+        removed.clone(),
+        released.iter().map(|(c, _)| *c).collect(),
+    )?;
+    let removed: HashSet<u64> = removed.into_iter().collect();
+    e.stages
+        .install_slow(&removed, |cur| cur.with_parts(&out.replaced, out.parts));
+    for l in &victims {
+        l.mark_obsolete();
+    }
+    *from = tables
+        .get(first + victims.len())
+        .map_or_else(Vec::new, |l| l.min_key.to_vec());
+    let c = &e.counters;
+    c.demotions.fetch_add(1, Ordering::Relaxed);
+    c.demoted_bytes.fetch_add(got, Ordering::Relaxed);
+    c.slow_bytes_written
+        .fetch_add(out.written, Ordering::Relaxed);
+    c.slow_demote_bytes_written
+        .fetch_add(out.written, Ordering::Relaxed);
+    c.slow_micros
+        .fetch_add(micros(start.elapsed()), Ordering::Relaxed);
+    c.released_segments
+        .fetch_add(released.len() as u64, Ordering::Relaxed);
+    c.released_segment_bytes.fetch_add(
+        released.iter().map(|(_, b)| *b).sum::<u64>(),
+        Ordering::Relaxed,
+    );
+    Ok(true)
+}
+
+/// Runs one slow-tier merge or split if one is due. Returns false if none was.
+pub(crate) fn merge_step(e: &Engine) -> Result<bool> {
+    let Some(ctx) = &e.slow else {
+        return Ok(false);
+    };
+    let _s = e.slow_lock.lock();
+    let start = Instant::now();
+    let stages = e.stages.load_full();
+    let Some(step) = compact::plan(
+        &stages.slow,
+        e.opts.slow_merge_width,
+        e.opts.slow_partition_bytes,
+    ) else {
+        return Ok(false);
+    };
+    let mut out = compact::run_step(ctx, &stages.slow, &step)?;
+    persist(e, &mut out, Vec::new(), Vec::new())?;
+    e.stages.install_slow(&HashSet::new(), |cur| {
+        cur.with_parts(&out.replaced, out.parts)
+    });
+    for l in &out.consumed {
+        l.mark_obsolete();
+    }
+    let c = &e.counters;
+    match step {
+        Step::Merge { .. } => c.slow_merges.fetch_add(1, Ordering::Relaxed),
+        Step::Split { .. } => c.slow_splits.fetch_add(1, Ordering::Relaxed),
+    };
+    c.slow_bytes_written
+        .fetch_add(out.written, Ordering::Relaxed);
+    c.slow_micros
+        .fetch_add(micros(start.elapsed()), Ordering::Relaxed);
+    Ok(true)
+}
+
+/// Appends the edit describing `out` (plus the stable tables `removed` and the value
+/// segments `released` of a demotion) and makes its new tables live.
+fn persist(e: &Engine, out: &mut Outcome, removed: Vec<u64>, released: Vec<u64>) -> Result<()> {
+    let parts = out
+        .parts
+        .iter()
+        .map(|p| (p.lo.clone(), Some(run_metas(p))))
+        .collect();
+    let next_file = e
+        .slow
+        .as_ref()
+        .map_or(0, |c| c.files.load(Ordering::Acquire));
+    e.manifest.apply(&Edit::Slow(SlowEdit {
+        removed,
+        dead: std::mem::take(&mut out.dead).finish(),
+        released,
+        parts,
+        next_file,
+    }))?;
+    std::mem::take(&mut out.created).publish();
+    Ok(())
+}
+
+fn run_metas(p: &Partition) -> Vec<RunMeta> {
+    p.runs
+        .iter()
+        .map(|r| RunMeta {
+            file: r.file,
+            weight: r.weight,
+            lsts: r.tables.tables().map(|l| l.meta()).collect(),
+        })
+        .collect()
+}
+
+/// Segments (first chunk, bytes) no table will hold once `replaced` are obsolete:
+/// every holder of a segment a replaced table points into is a live table, so a
+/// segment whose holders are all among `replaced` is released.
+pub(crate) fn released_segments(replaced: &[Arc<Lst>]) -> Vec<(u64, u64)> {
+    let mut refs: BTreeMap<u64, (usize, Arc<Segment>)> = BTreeMap::new();
+    for l in replaced {
+        for s in l.value_segments() {
+            refs.entry(s.chunk()).or_insert((0, s.clone())).0 += 1;
+        }
+    }
+    refs.values()
+        .filter(|(n, s)| s.holders() == *n)
+        .map(|(_, s)| (s.chunk(), s.bytes()))
+        .collect()
+}

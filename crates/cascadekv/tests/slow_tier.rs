@@ -1,0 +1,250 @@
+//! The slow (capacity) tier (issue #14, `slowtier/`): data beyond the fast budget
+//! moves to table files in the slow directory and reads back exactly — point reads,
+//! scans both ways, after merges and splits, after a reopen — and a damaged or foreign
+//! slow directory is an error, never wrong data.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cascadekv::{Db, Error, Options};
+
+struct Dirs {
+    root: PathBuf,
+}
+
+impl Dirs {
+    fn new(name: &str) -> Self {
+        let root = std::env::temp_dir().join(format!("ckv-slowt-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        Dirs { root }
+    }
+    fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+    fn slow(&self) -> PathBuf {
+        self.root.join("slow")
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn opts(slow: &Path) -> Options {
+    Options {
+        pool_size: 64 << 20,
+        chunk_size: 256 << 10,
+        faststore_capacity: 1 << 20,
+        table_max_bytes: 64 << 10,
+        background: false,
+        slow_dir: Some(slow.to_path_buf()),
+        fast_budget: 512 << 10,
+        slow_block_size: 1024,
+        slow_merge_width: 2,
+        slow_partition_bytes: 2 << 20,
+        ..Options::default()
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{:08}", (i * 7919) % 100_000).into_bytes()
+}
+
+/// Values of several kinds: small inline, separated (over the inline threshold) and,
+/// every 500th, one too large for a slow-tier block (a blob).
+fn value(i: u64, round: u64) -> Vec<u8> {
+    let len = match i % 10 {
+        0..=5 => 20,
+        6..=8 => 600,
+        _ if i % 500 == 9 => 300_000,
+        _ => 3000,
+    };
+    let mut v = format!("v{i}-r{round}-").into_bytes();
+    v.resize(len, b'a' + (i % 26) as u8);
+    v
+}
+
+fn check(db: &Db, model: &Model, deleted: &[Vec<u8>]) -> cascadekv::Result<()> {
+    for (k, v) in model {
+        assert_eq!(
+            db.get(k)?.as_ref(),
+            Some(v),
+            "key {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    for k in deleted {
+        if !model.contains_key(k) {
+            assert_eq!(
+                db.get(k)?,
+                None,
+                "deleted key {}",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+    let fwd: Vec<(Vec<u8>, Vec<u8>)> = db.iter(..)?.collect::<cascadekv::Result<_>>()?;
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(fwd.len(), want.len());
+    assert!(fwd == want, "forward scan differs");
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = db.iter(..)?.rev().collect::<cascadekv::Result<_>>()?;
+    back.reverse();
+    assert!(back == want, "backward scan differs");
+    // A bounded scan starting inside the key space.
+    let lo = b"key00050000".to_vec();
+    let part: Vec<(Vec<u8>, Vec<u8>)> = db
+        .iter(lo.clone()..)?
+        .take(300)
+        .collect::<cascadekv::Result<_>>()?;
+    let want_part: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range(lo..)
+        .take(300)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(part == want_part, "bounded scan differs");
+    Ok(())
+}
+
+/// Writes `n` keys of round `round`, deleting every 13th key of the previous round.
+fn round(
+    db: &Db,
+    model: &mut Model,
+    deleted: &mut Vec<Vec<u8>>,
+    n: u64,
+    round: u64,
+) -> cascadekv::Result<()> {
+    for i in 0..n {
+        let k = key(i + round * 1000);
+        let v = value(i, round);
+        db.put(&k, &v)?;
+        model.insert(k, v);
+        if i % 13 == 0 {
+            let d = key(i + (round.saturating_sub(1)) * 1000);
+            db.delete(&d)?;
+            model.remove(&d);
+            deleted.push(d);
+        }
+    }
+    db.flush_faststore()?;
+    db.compact()?;
+    Ok(())
+}
+
+#[test]
+fn data_beyond_the_fast_budget_moves_down_and_reads_back() -> cascadekv::Result<()> {
+    let d = Dirs::new("basic");
+    let (mut model, mut deleted) = (Model::new(), Vec::new());
+    {
+        let db = Db::open(d.data(), opts(&d.slow()))?;
+        for r in 0..6 {
+            round(&db, &mut model, &mut deleted, 4000, r)?;
+        }
+        let s = db.stats();
+        assert!(s.demotions > 0, "{s:?}");
+        assert!(s.slow_tier_bytes > s.stable_bytes, "{s:?}");
+        assert!(s.stable_bytes + s.vlog_live_bytes <= 600 << 10, "{s:?}");
+        assert!(s.slow_merges > 0, "no merge ran");
+        assert!(s.slow_splits > 0, "no split ran");
+        assert!(s.slow_tier_partitions > 1);
+        assert!(s.slow_write_amplification >= 1.0);
+        eprintln!("{s:#?}");
+        check(&db, &model, &deleted)?;
+        assert!(db.stats().slow_gets > 0);
+        db.close()?;
+    }
+    // Reopen: the manifest names the same files.
+    let db = Db::open(d.data(), opts(&d.slow()))?;
+    check(&db, &model, &deleted)?;
+    // Every slow-tier file is named by the manifest: nothing left behind.
+    let files = std::fs::read_dir(d.slow()).map_err(|e| Error::io("ls", e))?;
+    let ssts = files
+        .filter_map(std::result::Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+        .count() as u64;
+    assert_eq!(ssts, db.stats().slow_tier_files);
+    Ok(())
+}
+
+#[test]
+fn orphans_go_and_a_missing_or_foreign_slow_directory_is_refused() -> cascadekv::Result<()> {
+    let d = Dirs::new("orphans");
+    let mut model = Model::new();
+    {
+        let db = Db::open(d.data(), opts(&d.slow()))?;
+        round(&db, &mut model, &mut Vec::new(), 6000, 0)?;
+        assert!(db.stats().slow_tier_files > 0);
+        db.close()?;
+    }
+    // A file a crashed job left (never named by the manifest) and a temporary.
+    std::fs::write(d.slow().join("999999999999.sst"), b"junk").map_err(|e| Error::io("w", e))?;
+    std::fs::write(d.slow().join("000000000777.sst.tmp"), b"junk")
+        .map_err(|e| Error::io("w", e))?;
+    {
+        let db = Db::open(d.data(), opts(&d.slow()))?;
+        assert_eq!(db.recovery_info().slow_orphans, 2);
+        assert!(!d.slow().join("999999999999.sst").exists());
+        check(&db, &model, &[])?;
+        db.close()?;
+    }
+    // Without its slow directory the store does not open.
+    let no_slow = Options {
+        slow_dir: None,
+        ..opts(&d.slow())
+    };
+    let e = Db::open(d.data(), no_slow).err();
+    assert!(matches!(e, Some(Error::InvalidArgument(_))), "{e:?}");
+    // Another store may not use this slow directory (it would delete its files).
+    let other = d.root.join("other");
+    let e = Db::open(&other, opts(&d.slow())).err();
+    assert!(matches!(e, Some(Error::InvalidArgument(_))), "{e:?}");
+    let db = Db::open(d.data(), opts(&d.slow()))?;
+    check(&db, &model, &[])?;
+    Ok(())
+}
+
+#[test]
+fn damaged_slow_files_are_errors_never_wrong_data() -> cascadekv::Result<()> {
+    let d = Dirs::new("damage");
+    let mut model = Model::new();
+    {
+        let db = Db::open(d.data(), opts(&d.slow()))?;
+        round(&db, &mut model, &mut Vec::new(), 6000, 0)?;
+        db.close()?;
+    }
+    // Flip one byte in every 4 KiB of every slow-tier file.
+    for e in std::fs::read_dir(d.slow()).map_err(|e| Error::io("ls", e))? {
+        let p = e.map_err(|e| Error::io("ls", e))?.path();
+        if p.extension().is_some_and(|x| x == "sst") {
+            let mut b = std::fs::read(&p).map_err(|e| Error::io("r", e))?;
+            for i in (100..b.len()).step_by(4096) {
+                b[i] ^= 0x20;
+            }
+            std::fs::write(&p, b).map_err(|e| Error::io("w", e))?;
+        }
+    }
+    let db = Db::open(d.data(), opts(&d.slow()))?;
+    let (mut ok, mut bad) = (0, 0);
+    for (k, v) in &model {
+        match db.get(k) {
+            Ok(Some(got)) => {
+                assert_eq!(&got, v, "wrong data for {}", String::from_utf8_lossy(k));
+                ok += 1;
+            }
+            Ok(None) => panic!(
+                "a damaged slow tier lost {} silently",
+                String::from_utf8_lossy(k)
+            ),
+            Err(e) => {
+                assert!(e.is_corruption(), "{e}");
+                bad += 1;
+            }
+        }
+    }
+    assert!(bad > 0, "no damage was seen");
+    assert!(ok > 0);
+    Ok(())
+}
