@@ -55,8 +55,10 @@ const ACK: u8 = 2;
 const OP_PUT: u8 = 1;
 const OP_DEL: u8 = 2;
 
-/// Small stages so that kills land during flushes and compactions too.
-fn options() -> Options {
+/// Small stages so that kills land during flushes and compactions too, and a slow
+/// tier under a 64 KiB fast budget with merges of two runs, so they also land during
+/// demotions, slow-tier merges and the slow tier's part of recovery (issue #14).
+fn options(root: &Path) -> Options {
     Options {
         pool_size: 256 << 20,
         chunk_size: 256 << 10,
@@ -65,6 +67,11 @@ fn options() -> Options {
         block_size: 256,
         table_max_bytes: 4096,
         buffer_trees_write_heavy: 2,
+        slow_dir: Some(root.join("slow")),
+        fast_budget: 64 << 10,
+        slow_block_size: 512,
+        slow_merge_width: 2,
+        slow_partition_bytes: 1 << 20,
         ..Options::default()
     }
 }
@@ -254,7 +261,7 @@ fn child_main(root: &Path) -> Result<(), String> {
     let group = if seed % 2 == 1 { 4 } else { 1 };
     let opts = Options {
         sync_group_size: group,
-        ..options()
+        ..options(root)
     };
     // Seeds 2 mod 3 close the store cleanly every few hundred writes and reopen it, so
     // kills also land inside a clean close (seals, the FastStore checkpoint, the clean
@@ -747,6 +754,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         root.display()
     );
     let mut max_tables = 0u64;
+    let (mut max_slow_files, mut demoted) = (0u64, false);
     // Pool bytes in use after each recovery: must not grow with the cycles.
     let mut used: Vec<u64> = Vec::new();
     let mut last_live = 0u64;
@@ -776,7 +784,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         let opened = marker.exists();
         if early.is_none() && opened {
             // The live child holds the store: a second open must be refused.
-            match Db::open(&store, options()) {
+            match Db::open(&store, options(root)) {
                 Err(Error::Locked(_)) => {}
                 Ok(db) => {
                     std::mem::forget(db); // do not touch the child's store further
@@ -810,7 +818,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
 
         let (entries, _) = read_oracle(&oracle).map_err(fail)?;
         let t_open = Instant::now();
-        let db = Db::open(&store, options())
+        let db = Db::open(&store, options(root))
             .map_err(|e| fail(format!("opening the store after the kill failed: {e}")))?;
         let open_ms = t_open.elapsed().as_millis();
         let t_verify = Instant::now();
@@ -827,11 +835,14 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         let verify_ms = t_verify.elapsed().as_millis();
         let st = db.stats();
         used.push(st.pool_bytes_used);
+        max_slow_files = max_slow_files.max(st.slow_tier_files);
+        demoted |= st.slow_tier_files > 0;
         last_live = st.live_bytes;
         let t_close = Instant::now();
         db.close()
             .map_err(|e| fail(format!("closing the verified store: {e}")))?;
         drop(db);
+        check_slow_files(&store, root).map_err(&fail)?;
         if std::env::var_os("KILL_TRACE").is_some() {
             let child_says =
                 std::fs::read_to_string(&marker).unwrap_or_else(|_| "not opened".into());
@@ -874,13 +885,50 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     if cycles >= 10 && max_tables == 0 {
         return Err("no flush ever reached the manifest: kills never landed amid stages".into());
     }
-    eprintln!("  most tables seen at a recovery: {max_tables}");
+    if cycles >= 10 && !demoted {
+        return Err("no recovery found slow-tier data: kills never landed amid demotions".into());
+    }
+    eprintln!(
+        "  most tables seen at a recovery: {max_tables}; most slow-tier files: {max_slow_files}"
+    );
     eprintln!(
         "  last recovery: pool in use {:.1} MB, live bytes {:.1} MB",
         used.last().copied().unwrap_or(0) as f64 / 1e6,
         last_live as f64 / 1e6
     );
     space_stays_bounded(&used)
+}
+
+/// After a clean close, the slow directory holds exactly the files the manifest names:
+/// every job either finished (its inputs unlinked once obsolete) or never started.
+fn check_slow_files(store: &Path, root: &Path) -> Result<(), String> {
+    let quiet = Options {
+        background: false,
+        ..options(root)
+    };
+    let db = Db::open(store, quiet).map_err(|e| format!("reopen after close: {e}"))?;
+    let (orphans, named) = (db.recovery_info().slow_orphans, db.stats().slow_tier_files);
+    let on_disk = count_ssts(&root.join("slow"))?;
+    db.close().map_err(|e| format!("close: {e}"))?;
+    if orphans != 0 || on_disk != named {
+        return Err(format!(
+            "after a clean close: {orphans} orphan slow-tier files, {on_disk} on disk, {named} named"
+        ));
+    }
+    Ok(())
+}
+
+/// Slow-tier table files in `dir` (none if it does not exist yet).
+fn count_ssts(dir: &Path) -> Result<u64, String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for e in rd {
+        let e = e.map_err(|e| format!("listing {}: {e}", dir.display()))?;
+        n += u64::from(e.file_name().to_string_lossy().ends_with(".sst"));
+    }
+    Ok(n)
 }
 
 /// The pool in use after a recovery must not grow with the number of cycles: over the

@@ -1,8 +1,9 @@
 //! Background scrubbing (issue #11, part 4): with `Options::scrub_bytes_per_sec` set,
 //! a thread re-reads every table block and separated value at rest, pass after pass,
 //! at a bounded rate, and counts what it finds in `Stats` — without changing anything.
+//! The slow tier's tables and blobs (issue #14) are re-read too.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cascadekv::integrity::{self, Structure};
@@ -121,6 +122,89 @@ fn scrubbing_reads_every_table_and_counts_damage() {
     assert!(s.scrub_errors >= 1, "damage at {off} not found: {s:?}");
     let last = s.scrub_last_error.unwrap_or_default();
     assert!(last.contains("table"), "{last}");
+    drop(db);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Options of a store with a slow tier (as tests/slow_tier.rs).
+fn slow_opts(slow: &Path, scrub: u64) -> Options {
+    Options {
+        pool_size: 64 << 20,
+        chunk_size: 256 << 10,
+        faststore_capacity: 1 << 20,
+        table_max_bytes: 64 << 10,
+        background: scrub > 0,
+        slow_dir: Some(slow.to_path_buf()),
+        fast_budget: 512 << 10,
+        slow_block_size: 1024,
+        scrub_bytes_per_sec: scrub,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn scrubbing_covers_the_slow_tier() {
+    let root = std::env::temp_dir().join(format!("ckv-scrub-slow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (dir, slow) = (root.join("db"), root.join("slow"));
+    {
+        // Mixed sizes, some values too large for a slow-tier block (blobs).
+        let db = Db::open(&dir, slow_opts(&slow, 0)).unwrap_or_else(|e| panic!("open: {e}"));
+        for i in 0..6000u32 {
+            let len = match i % 10 {
+                0..=5 => 20,
+                6..=8 => 600,
+                _ if i % 500 == 9 => 300_000,
+                _ => 3000,
+            };
+            let v = vec![b'a' + (i % 26) as u8; len];
+            db.put(format!("key{i:08}").as_bytes(), &v)
+                .unwrap_or_else(|e| panic!("put: {e}"));
+        }
+        db.flush_faststore()
+            .unwrap_or_else(|e| panic!("flush: {e}"));
+        db.compact().unwrap_or_else(|e| panic!("compact: {e}"));
+        db.close().unwrap_or_else(|e| panic!("close: {e}"));
+    }
+
+    // A whole pass reads every table, the slow tier's included, and finds nothing.
+    let db = Db::open(&dir, slow_opts(&slow, 64 << 20)).unwrap_or_else(|e| panic!("open: {e}"));
+    let s = wait_for_pass(&db, 1);
+    assert!(s.slow_tier_tables > 0, "{s:?}");
+    let fast_tables = s.stable_tables + s.buffer_tables;
+    assert!(
+        s.scrub_tables >= fast_tables + s.slow_tier_tables,
+        "{} tables scrubbed of {fast_tables} + {} slow",
+        s.scrub_tables,
+        s.slow_tier_tables
+    );
+    assert!(s.scrub_blocks > s.scrub_tables, "{s:?}");
+    // Blobs are read too: more than the slow tier's tables alone.
+    assert!(s.scrub_bytes > s.slow_tier_bytes, "{s:?}");
+    assert_eq!(s.scrub_errors, 0, "{:?}", s.scrub_last_error);
+    db.close().unwrap_or_else(|e| panic!("close: {e}"));
+    drop(db);
+
+    // A flipped byte in every 4 KiB of the largest slow-tier file: found, and named.
+    let big: PathBuf = std::fs::read_dir(&slow)
+        .unwrap_or_else(|e| panic!("ls: {e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .unwrap_or_else(|| panic!("no slow-tier file"));
+    let mut b = std::fs::read(&big).unwrap_or_else(|e| panic!("read: {e}"));
+    for i in (100..b.len()).step_by(4096) {
+        b[i] ^= 0x20;
+    }
+    std::fs::write(&big, b).unwrap_or_else(|e| panic!("write: {e}"));
+    let db = Db::open(&dir, slow_opts(&slow, 64 << 20)).unwrap_or_else(|e| panic!("open: {e}"));
+    let s = wait_for_pass(&db, 1);
+    assert!(s.scrub_errors >= 1, "damage not found: {s:?}");
+    let last = s.scrub_last_error.unwrap_or_default();
+    let name = big.file_name().map(|n| n.to_string_lossy().into_owned());
+    assert!(last.contains("slow-tier"), "{last}");
+    assert!(last.contains(name.as_deref().unwrap_or("?")), "{last}");
     drop(db);
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -4,48 +4,16 @@
 //! slow directory is an error, never wrong data.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cascadekv::{Db, Error, Options};
 
-struct Dirs {
-    root: PathBuf,
-}
-
-impl Dirs {
-    fn new(name: &str) -> Self {
-        let root = std::env::temp_dir().join(format!("ckv-slowt-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        Dirs { root }
-    }
-    fn data(&self) -> PathBuf {
-        self.root.join("data")
-    }
-    fn slow(&self) -> PathBuf {
-        self.root.join("slow")
-    }
-}
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
+#[path = "common/slowdirs.rs"]
+mod slowdirs;
+use slowdirs::Dirs;
 
 fn opts(slow: &Path) -> Options {
-    Options {
-        pool_size: 64 << 20,
-        chunk_size: 256 << 10,
-        faststore_capacity: 1 << 20,
-        table_max_bytes: 64 << 10,
-        background: false,
-        slow_dir: Some(slow.to_path_buf()),
-        fast_budget: 512 << 10,
-        slow_block_size: 1024,
-        slow_merge_width: 2,
-        slow_partition_bytes: 2 << 20,
-        ..Options::default()
-    }
+    slowdirs::opts(slow, 2, 2 << 20)
 }
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -136,7 +104,7 @@ fn round(
 
 #[test]
 fn data_beyond_the_fast_budget_moves_down_and_reads_back() -> cascadekv::Result<()> {
-    let d = Dirs::new("basic");
+    let d = Dirs::new("slowt-basic");
     let (mut model, mut deleted) = (Model::new(), Vec::new());
     {
         let db = Db::open(d.data(), opts(&d.slow()))?;
@@ -171,7 +139,7 @@ fn data_beyond_the_fast_budget_moves_down_and_reads_back() -> cascadekv::Result<
 
 #[test]
 fn orphans_go_and_a_missing_or_foreign_slow_directory_is_refused() -> cascadekv::Result<()> {
-    let d = Dirs::new("orphans");
+    let d = Dirs::new("slowt-orphans");
     let mut model = Model::new();
     {
         let db = Db::open(d.data(), opts(&d.slow()))?;
@@ -208,7 +176,7 @@ fn orphans_go_and_a_missing_or_foreign_slow_directory_is_refused() -> cascadekv:
 
 #[test]
 fn damaged_slow_files_are_errors_never_wrong_data() -> cascadekv::Result<()> {
-    let d = Dirs::new("damage");
+    let d = Dirs::new("slowt-damage");
     let mut model = Model::new();
     {
         let db = Db::open(d.data(), opts(&d.slow()))?;

@@ -159,7 +159,7 @@ fn persist(e: &Engine, out: &mut Outcome, removed: Vec<u64>, released: Vec<u64>)
     let parts = out
         .parts
         .iter()
-        .map(|p| (p.lo.clone(), Some(run_metas(p))))
+        .map(|p| (p.lo.clone(), (!p.gone()).then(|| run_metas(p))))
         .collect();
     let next_file = e
         .slow

@@ -2,6 +2,14 @@
 //! changing anything, `cascade repair` salvages what is intact into a fresh store and
 //! reports exactly what was lost, and the scrubber re-reads tables in the background.
 //!
+//! All three cover the slow tier (issue #14) too: its table files are walked after
+//! StableStore (blocks and blobs), a missing or truncated file is a finding of its own
+//! ([`Structure::SlowFile`]), and findings in a slow-tier file name it
+//! ([`Finding::file`]). A store with slow-tier data is checked and repaired with its
+//! slow directory (`Options::slow_dir` given to [`verify_with`] / [`repair_with`]);
+//! without it they refuse (`InvalidArgument`) rather than report the whole tier as
+//! lost.
+//!
 //! * [`walk`] — the one read-only pass over every structure both tools share;
 //! * [`verify`](fn@verify) — the walk plus a copy-on-write open and full read;
 //! * [`repair`](fn@repair) — the walk feeding a new store, then a directory swap;
@@ -14,12 +22,12 @@ pub(crate) mod scrub;
 mod walk;
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::db::{Db, Options};
 use crate::error::{Error, Result};
 
-pub use repair::{render as render_repair, repair, RepairReport};
+pub use repair::{render as render_repair, repair, repair_with, RepairReport};
 use walk::Rank;
 pub use walk::WalkStats;
 
@@ -35,12 +43,15 @@ pub enum Structure {
     Manifest,
     /// A record of a live FastStore log.
     LogRecord,
-    /// A table's data or index block.
+    /// A table's data or index block, or (slow tier) a blob an entry points at.
     TableBlock,
     /// The log record holding a table entry's separated value.
     SeparatedValue,
     /// A check made by opening the store and reading every key.
     Open,
+    /// A slow-tier table file the manifest names: missing, or shorter than the tables
+    /// it should hold (their keys are lost).
+    SlowFile,
 }
 
 impl fmt::Display for Structure {
@@ -53,6 +64,7 @@ impl fmt::Display for Structure {
             Structure::TableBlock => "table block",
             Structure::SeparatedValue => "separated value",
             Structure::Open => "open",
+            Structure::SlowFile => "slow-tier file",
         })
     }
 }
@@ -63,8 +75,10 @@ impl fmt::Display for Structure {
 pub struct Finding {
     /// The structure.
     pub structure: Structure,
-    /// Byte offset in the pool file.
+    /// Byte offset in the pool file, or in [`Finding::file`].
     pub offset: u64,
+    /// The slow-tier file the damage is in (`None`: the pool file).
+    pub file: Option<PathBuf>,
     /// The key it held (unverified for a damaged log record), or the first key of the
     /// range a damaged block covered.
     pub key: Option<Vec<u8>>,
@@ -76,8 +90,12 @@ pub struct Finding {
     /// whose key could not be recovered, a chunk header beyond correction, a manifest
     /// edit): `repair` then flags every key it kept from an older source.
     pub unknown_keys: bool,
-    /// Precedence of what was lost (0 live logs, then buffer-trees, then StableStore).
+    /// Precedence of what was lost (0 live logs, then buffer-trees, then StableStore,
+    /// then the slow tier's runs).
     pub(crate) rank: Rank,
+    /// For a key range without `until`: its last key (inclusive), when known — the
+    /// largest key of the table (or tables) the damage ran to the end of.
+    pub(crate) last: Option<Vec<u8>>,
 }
 
 impl Finding {
@@ -85,11 +103,13 @@ impl Finding {
         Finding {
             structure,
             offset: e.offset(),
+            file: None,
             key,
             until: None,
             detail: e.to_string(),
             unknown_keys: false,
             rank: 0,
+            last: None,
         }
     }
 
@@ -101,12 +121,17 @@ impl Finding {
     /// True if `key` lies in what this finding lost.
     #[must_use]
     pub fn covers(&self, key: &[u8]) -> bool {
-        match (&self.key, &self.until, self.structure) {
-            (Some(from), until, Structure::TableBlock) => {
-                key >= from.as_slice() && until.as_ref().is_none_or(|u| key < u.as_slice())
+        match (&self.key, self.structure) {
+            (Some(from), Structure::TableBlock | Structure::SlowFile) => {
+                key >= from.as_slice()
+                    && match (&self.until, &self.last) {
+                        (Some(u), _) => key < u.as_slice(),
+                        (None, Some(l)) => key <= l.as_slice(),
+                        (None, None) => true,
+                    }
             }
-            (Some(k), _, _) => k.as_slice() == key,
-            (None, _, _) => false,
+            (Some(k), _) => k.as_slice() == key,
+            (None, _) => false,
         }
     }
 }
@@ -119,8 +144,20 @@ pub fn show_key(k: &[u8]) -> String {
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at offset {}", self.structure, self.offset)?;
+        write!(f, "{}", self.structure)?;
+        match (&self.file, self.structure) {
+            (Some(p), Structure::SlowFile) => write!(f, " {}", p.display())?,
+            (Some(p), _) => write!(f, " in {}", p.display())?,
+            (None, _) => {}
+        }
+        write!(f, " at offset {}", self.offset)?;
         match (&self.key, &self.until, self.structure) {
+            (Some(k), None, Structure::SlowFile) => write!(
+                f,
+                ", keys from \"{}\" through \"{}\"",
+                show_key(k),
+                self.last.as_deref().map_or(String::new(), show_key)
+            )?,
             (Some(k), u, Structure::TableBlock) => write!(
                 f,
                 ", keys from \"{}\" {}",
@@ -161,25 +198,37 @@ impl VerifyReport {
     }
 }
 
-/// Reads every structure of the store in `dir` and reports each damaged part, without
-/// changing anything (the pool is mapped copy-on-write, the lock is taken so a
-/// running server is refused). When the walk finds nothing, the store is also opened
-/// copy-on-write and every key read, so whatever open or a read would refuse is
-/// reported too.
+/// [`verify_with`] with the default options: for a store without a slow tier.
 ///
 /// # Errors
-/// `NotAStore`, `Locked`, `Io`: the store could not be read at all. Damage is not an
-/// error; it is in the report.
+/// As [`verify_with`].
 pub fn verify(dir: &Path) -> Result<VerifyReport> {
+    verify_with(dir, &Options::default())
+}
+
+/// Reads every structure of the store in `dir` — and of its slow tier, in
+/// `opts.slow_dir` — and reports each damaged part, without changing anything (the
+/// pool is mapped copy-on-write, the lock is taken so a running server is refused;
+/// slow-tier files are only read). When the walk finds nothing, the store is also
+/// opened copy-on-write with `opts` (the slow tier read-only) and every key read, so
+/// whatever open or a read would refuse is reported too.
+///
+/// # Errors
+/// `NotAStore`, `Locked`, `Io`: the store could not be read at all;
+/// `InvalidArgument`: it has slow-tier data and `opts.slow_dir` is unset, missing or
+/// another store's, or `opts` are invalid. Damage is not an error; it is in the
+/// report.
+pub fn verify_with(dir: &Path, opts: &Options) -> Result<VerifyReport> {
+    opts.validate()?;
     let mut r = VerifyReport::default();
     let mut findings = Vec::new();
-    r.stats = walk::walk(dir, &mut |_| {}, &mut |f| findings.push(f))?;
+    r.stats = walk::walk(dir, opts, &mut |_| {}, &mut |f| findings.push(f))?;
     r.findings = findings;
     if !r.findings.is_empty() {
         return Ok(r);
     }
     let open = |e: Error| Finding::from_error(Structure::Open, &e, None);
-    let db = match Db::open_private(dir, Options::default()) {
+    let db = match Db::open_private(dir, opts.clone()) {
         Ok(db) => db,
         Err(e) if e.is_corruption() => {
             r.findings.push(open(e));

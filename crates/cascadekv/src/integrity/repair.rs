@@ -12,6 +12,20 @@
 //!    `<dir>.damaged-<unix seconds>` (kept, never deleted) and the new one put in its
 //!    place; the report is written into the kept directory as `REPAIR-REPORT.txt`.
 //!
+//! With a slow tier (issue #14, `Options::slow_dir`): the walk reads the slow-tier
+//! runs after StableStore (newest run of a partition first), so their intact keys are
+//! salvaged like any other. The new store is opened with the caller's options (its
+//! pool geometry taken from the damaged one) and its own slow directory
+//! `<slow_dir>.repair-tmp`, with background threads, so salvaged keys are flushed,
+//! compacted and demoted again as in normal operation. The swap then moves the old
+//! slow directory to `<slow_dir>.damaged-<unix seconds>` next to the kept data
+//! directory — the kept pair still match (`SLOW_ID` / `OWNER`) and open together —
+//! and puts the new one in its place, which the new data directory owns. Order:
+//! old data directory away, old slow directory away, new slow directory in, new data
+//! directory in: a crash in between leaves no data directory paired with a slow one
+//! it does not own (open refuses a foreign slow directory). A slow directory inside
+//! the data directory (or the reverse) is refused: the two cannot be swapped apart.
+//!
 //! What the report calls lost: each damaged part with its key or key range; for each
 //! key an older intact version of which was kept while a damaged part may have held a
 //! newer one, that key (its value may be stale — the operator decides).
@@ -40,31 +54,64 @@ pub struct RepairReport {
     pub stats: WalkStats,
     /// Where the damaged store was moved (`None` when it was clean and left alone).
     pub kept_damaged: Option<PathBuf>,
+    /// Where its slow directory was moved (`None` without one).
+    pub kept_damaged_slow: Option<PathBuf>,
     /// The report file (inside `kept_damaged`).
     pub report_file: Option<PathBuf>,
 }
 
-/// Salvages the store in `dir` (see the module doc). A store with no damage is left
-/// untouched.
+/// [`repair_with`] with the default options: for a store without a slow tier.
 ///
 /// # Errors
-/// `NotAStore`, `Locked`, `Io`; `Corruption` when nothing can be salvaged (the pool
-/// header is damaged beyond rebuilding); errors writing the new store.
+/// As [`repair_with`].
 pub fn repair(dir: &Path) -> Result<RepairReport> {
+    repair_with(dir, &Options::default())
+}
+
+/// Salvages the store in `dir`, with its slow tier in `opts.slow_dir` (see the module
+/// doc); the repaired store is written with `opts` (but the damaged pool's size and
+/// chunk size). A store with no damage is left untouched.
+///
+/// # Errors
+/// `NotAStore`, `Locked`, `Io`; `InvalidArgument` for invalid `opts`, or a store with
+/// slow-tier data and no (or another store's) slow directory; `Corruption` when
+/// nothing can be salvaged (the pool header is damaged beyond rebuilding); errors
+/// writing the new store.
+pub fn repair_with(dir: &Path, opts: &Options) -> Result<RepairReport> {
+    opts.validate()?;
+    let slow = opts.slow_dir.as_deref();
+    if let Some(s) = slow {
+        if nested(dir, s) {
+            return Err(Error::invalid(format!(
+                "cannot repair a store whose slow directory {} and data directory {} \
+                 contain one another: move the slow directory out first",
+                s.display(),
+                dir.display()
+            )));
+        }
+        // Never move away a slow directory another store owns.
+        if s.exists() {
+            crate::slowtier::open::check_owner_readonly(dir, s)?;
+        }
+    }
     let tmp = sibling(dir, "repair-tmp")?;
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp)
-            .map_err(|e| Error::io(format!("removing {}", tmp.display()), e))?;
+    let slow_tmp = slow.map(|s| sibling(s, "repair-tmp")).transpose()?;
+    for t in std::iter::once(&tmp).chain(slow_tmp.as_ref()) {
+        if t.exists() {
+            std::fs::remove_dir_all(t)
+                .map_err(|e| Error::io(format!("removing {}", t.display()), e))?;
+        }
     }
     // Pass 1: find the damage (nothing written yet; a clean store stays as it is).
     let mut findings = Vec::new();
-    let stats = walk::walk(dir, &mut |_| {}, &mut |f| findings.push(f))?;
+    let stats = walk::walk(dir, opts, &mut |_| {}, &mut |f| findings.push(f))?;
     let mut report = RepairReport {
         findings,
         keys_kept: 0,
         maybe_stale: Vec::new(),
         stats,
         kept_damaged: None,
+        kept_damaged_slow: None,
         report_file: None,
     };
     if report.findings.is_empty() {
@@ -82,16 +129,22 @@ pub fn repair(dir: &Path) -> Result<RepairReport> {
         },
         other => other,
     })?;
-    // Pass 2: salvage into the new store.
+    // Pass 2: salvage into the new store. Background threads flush, compact and
+    // demote while it fills, so it never needs more pool than normal operation.
     let new = Db::open(
         &tmp,
         Options {
             pool_size: geometry.0,
             chunk_size: geometry.1,
-            ..Options::default()
+            create_if_missing: true,
+            background: true,
+            scrub_bytes_per_sec: 0,
+            sim_device: None,
+            slow_dir: slow_tmp.clone(),
+            ..opts.clone()
         },
     )?;
-    let seen = salvage(dir, &new, &mut report.keys_kept)?;
+    let seen = salvage(dir, opts, &new, &mut report.keys_kept)?;
     new.close()?;
     drop(new);
     // Keys kept from an older source than a damaged part that covered them.
@@ -105,16 +158,17 @@ pub fn repair(dir: &Path) -> Result<RepairReport> {
         }
     }
     let stamp = unix_seconds();
-    let mut kept = sibling(dir, &format!("damaged-{stamp}"))?;
-    let mut n = 1;
-    while kept.exists() {
-        kept = sibling(dir, &format!("damaged-{stamp}-{n}"))?;
-        n += 1;
+    let kept = unused_sibling(dir, stamp)?;
+    rename(dir, &kept)?;
+    if let (Some(s), Some(st)) = (slow, &slow_tmp) {
+        if s.exists() {
+            let kept_slow = unused_sibling(s, stamp)?;
+            rename(s, &kept_slow)?;
+            report.kept_damaged_slow = Some(kept_slow);
+        }
+        rename(st, s)?;
     }
-    std::fs::rename(dir, &kept)
-        .map_err(|e| Error::io(format!("moving {} to {}", dir.display(), kept.display()), e))?;
-    std::fs::rename(&tmp, dir)
-        .map_err(|e| Error::io(format!("moving {} to {}", tmp.display(), dir.display()), e))?;
+    rename(&tmp, dir)?;
     let file = kept.join("REPAIR-REPORT.txt");
     report.kept_damaged = Some(kept);
     std::fs::write(&file, render(dir, &report))
@@ -125,7 +179,12 @@ pub fn repair(dir: &Path) -> Result<RepairReport> {
 
 /// Writes every key's first intact version (precedence order) into `new`; returns the
 /// keys met with the rank their kept version came from, and counts the keys written.
-fn salvage(dir: &Path, new: &Db, kept: &mut u64) -> Result<BTreeMap<Vec<u8>, Rank>> {
+fn salvage(
+    dir: &Path,
+    opts: &Options,
+    new: &Db,
+    kept: &mut u64,
+) -> Result<BTreeMap<Vec<u8>, Rank>> {
     let mut logs: BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> = BTreeMap::new();
     let mut seen: BTreeMap<Vec<u8>, Rank> = BTreeMap::new();
     let mut out = Writer {
@@ -136,6 +195,7 @@ fn salvage(dir: &Path, new: &Db, kept: &mut u64) -> Result<BTreeMap<Vec<u8>, Ran
     };
     walk::walk(
         dir,
+        opts,
         &mut |it: Item<'_>| {
             if it.rank == 0 {
                 let e = logs.entry(it.key.to_vec()).or_insert((0, None));
@@ -212,6 +272,13 @@ pub fn render(dir: &Path, r: &RepairReport) -> String {
     if let Some(k) = &r.kept_damaged {
         let _ = writeln!(s, "the damaged store was kept at {}", k.display());
     }
+    if let Some(k) = &r.kept_damaged_slow {
+        let _ = writeln!(
+            s,
+            "its slow directory was kept at {} (the two open together)",
+            k.display()
+        );
+    }
     let _ = writeln!(s, "\nlost (each damaged part):");
     for f in &r.findings {
         let _ = writeln!(s, "  {f}");
@@ -234,6 +301,29 @@ fn sibling(dir: &Path, suffix: &str) -> Result<PathBuf> {
     n.push(".");
     n.push(suffix);
     Ok(dir.with_file_name(n))
+}
+
+/// `<dir>.damaged-<stamp>`, or with `-1`, `-2`, … until the name is free.
+fn unused_sibling(dir: &Path, stamp: u64) -> Result<PathBuf> {
+    let mut p = sibling(dir, &format!("damaged-{stamp}"))?;
+    let mut n = 1;
+    while p.exists() {
+        p = sibling(dir, &format!("damaged-{stamp}-{n}"))?;
+        n += 1;
+    }
+    Ok(p)
+}
+
+fn rename(from: &Path, to: &Path) -> Result<()> {
+    std::fs::rename(from, to)
+        .map_err(|e| Error::io(format!("moving {} to {}", from.display(), to.display()), e))
+}
+
+/// True if one of `a` and `b` is (or lies inside) the other.
+fn nested(a: &Path, b: &Path) -> bool {
+    let full = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let (a, b) = (full(a), full(b));
+    a.starts_with(&b) || b.starts_with(&a)
 }
 
 fn unix_seconds() -> u64 {

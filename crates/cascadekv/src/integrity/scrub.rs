@@ -1,14 +1,19 @@
 //! Background scrubbing: every table at rest — its index and data blocks and the
-//! separated values its entries point at — is re-read and its checksums verified, at
-//! most `Options::scrub_bytes_per_sec` bytes per second, pass after pass (ZFS scrub,
-//! RocksDB `VerifyChecksum`). Damage is counted and the latest finding kept in
-//! [`ScrubCounters`] (shown by `Db::stats`, `cascade stats` and the server's INFO); the
-//! scrubber never changes data — an operator runs `cascade verify` / `cascade repair`.
+//! separated values its entries point at; buffer-trees, StableStore, then the slow
+//! tier's tables (issue #14) with the blobs in their files — is re-read and its
+//! checksums verified, at most `Options::scrub_bytes_per_sec` bytes per second (blobs
+//! counted), pass after pass (ZFS scrub, RocksDB `VerifyChecksum`). Damage is counted
+//! and the latest finding kept in [`ScrubCounters`] (shown by `Db::stats`, `cascade
+//! stats` and the server's INFO); the scrubber never changes data — an operator runs
+//! `cascade verify` / `cascade repair`.
 //!
 //! Thread: one `cascade-scrub` thread, started with the other background threads when
 //! the rate is non-zero. Each step loads the current stage set and walks one table
-//! while holding it, as a reader does, so nothing it reads is freed under it; tables
-//! added or dropped by compaction are simply met or missed by the next pass.
+//! while holding it, as a reader does, so nothing it reads is freed under it (nor a
+//! slow-tier file unlinked while a table in it is held); tables added or dropped by
+//! compaction, demotion or a slow-tier merge are simply met or missed by the next pass.
+//! Slow-tier reads are `pread`s of the files and count in the store's slow-tier read
+//! counters like any other.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -45,6 +50,7 @@ pub(crate) fn run(engine: &Engine) {
             .iter()
             .flat_map(|t| t.tables.tables())
             .chain(stages.stable.tables().tables())
+            .chain(stages.slow.tables())
             .nth(cursor)
             .cloned();
         let Some(t) = table else {
@@ -79,14 +85,27 @@ pub(crate) fn run(engine: &Engine) {
                 }
                 !engine.bg.stopped()
             },
-            &mut |d| note(format!("table {} block at {}: {}", t.id, d.addr, d.error)),
+            &mut |d| {
+                // The error names the file: the pool, or the slow-tier file.
+                let tier = if t.table_chunk().is_none() {
+                    "slow-tier "
+                } else {
+                    ""
+                };
+                note(format!(
+                    "{tier}table {} block at {}: {}",
+                    t.id, d.addr, d.error
+                ));
+            },
         );
         drop(stages);
+        // Blocks, separated values in the pool and blobs in slow-tier files.
+        let read = w.bytes + value_bytes + w.blob_bytes;
         c.tables.fetch_add(1, Ordering::Relaxed);
         c.blocks.fetch_add(w.blocks, Ordering::Relaxed);
-        c.bytes.fetch_add(w.bytes + value_bytes, Ordering::Relaxed);
+        c.bytes.fetch_add(read, Ordering::Relaxed);
         // Pace: never ahead of `rate` bytes per second since the thread started.
-        budget_used += w.bytes + value_bytes;
+        budget_used += read;
         let due = start + Duration::from_millis(budget_used.saturating_mul(1000) / rate);
         while !engine.bg.stopped() && Instant::now() < due {
             engine.bg.wait();

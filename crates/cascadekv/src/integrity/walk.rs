@@ -4,12 +4,21 @@
 //! Order: pool header and bitmaps (a failure there ends the walk: nothing else can be
 //! located), every allocated chunk header, the manifest, the live FastStore logs, then
 //! every table — buffer-trees newest first, then StableStore — with the separated value
-//! behind each entry. Damage never stops the walk: each damaged record, block or header
-//! becomes a [`Finding`] and the walk goes on with the next intact one.
+//! behind each entry, and last the slow tier (issue #14): partition by partition, each
+//! partition's runs newest first, every table of each run with the blobs its entries
+//! point at. Damage never stops the walk: each damaged record, block, blob or header
+//! becomes a [`Finding`] and the walk goes on with the next intact one. A slow-tier
+//! file the manifest names that is missing, or too short for the tables in it, is a
+//! [`Structure::SlowFile`] finding covering those tables' keys.
 //!
 //! The pool is mapped copy-on-write (`Device::Private`): recovery code runs on it
 //! unchanged, and nothing it writes reaches the file. The store's lock is held
-//! throughout, so a running server is never walked.
+//! throughout, so a running server is never walked. Slow-tier files are only opened
+//! and read (`pread`): nothing in the slow directory is created, locked or removed.
+//! A store whose manifest names slow-tier data is walked only with its slow directory
+//! (`Options::slow_dir`): without one, or with another store's, the walk fails with
+//! `InvalidArgument` before reading anything, since dropping the tier as "damaged"
+//! would make `repair` lose it.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -18,16 +27,21 @@ use std::sync::Arc;
 use super::{Finding, Structure};
 use crate::db::recovery::{load_tables, value_candidates};
 use crate::db::Options;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::log::{self, Kind, LogInfo};
-use crate::manifest;
+use crate::manifest::{self, SlowState};
 use crate::pmem::Pool;
+use crate::slowtier::file::{SlowFile, SlowIo};
 use crate::table::check::TableDamage;
+use crate::table::{Lst, LstMeta};
 use crate::value::ValueRef;
 use crate::vlog;
 
 /// Precedence of an item: 0 for the live logs (newest by LSN within), then one per
-/// buffer-tree from the newest, then StableStore. A lower rank shadows a higher one.
+/// buffer-tree from the newest, then StableStore, then one per slow-tier run position
+/// (the newest run of every partition, then the next newest, …: partitions hold
+/// disjoint key ranges, so only runs of one partition ever shadow each other). A
+/// lower rank shadows a higher one.
 pub(crate) type Rank = u32;
 
 /// One version met by the walk. `value` is `None` for a delete.
@@ -55,17 +69,24 @@ pub struct WalkStats {
     pub blocks: u64,
     /// Table entries read.
     pub entries: u64,
-    /// Separated values read and checked.
+    /// Separated values read and checked (slow-tier blobs included).
     pub values: u64,
-    /// Bytes checked (blocks and value records).
+    /// Bytes checked (blocks, value records and blobs).
     pub bytes: u64,
+    /// Slow-tier files opened (those the manifest names and that exist).
+    pub slow_files: u64,
+    /// Slow-tier tables read (also counted in `tables`).
+    pub slow_tables: u64,
 }
 
-/// Walks the store in `dir`. `item` gets every intact version (live-log versions
-/// first), `finding` every damaged part. Fails only when the store cannot be read at
-/// all (not a store, locked, I/O) — damage is reported, not returned.
+/// Walks the store in `dir`, its slow-tier files in `opts.slow_dir` (no other option
+/// is used). `item` gets every intact version (live-log versions first), `finding`
+/// every damaged part. Fails only when the store cannot be read at all (not a store,
+/// locked, I/O, slow-tier data without its slow directory) — damage is reported, not
+/// returned.
 pub(crate) fn walk(
     dir: &Path,
+    opts: &Options,
     item: &mut dyn FnMut(Item<'_>),
     finding: &mut dyn FnMut(Finding),
 ) -> Result<WalkStats> {
@@ -103,6 +124,12 @@ pub(crate) fn walk(
         }
         Err(e) => return Err(e),
     };
+    // Refused before anything is read: without its slow directory the tier's data
+    // would only be reported (and dropped by `repair`) as missing.
+    let slow_dir = match &state {
+        Some(s) => slow_dir(dir, opts, &s.slow)?,
+        None => None,
+    };
     let flushed_gen = state.as_ref().map_or(0, |s| s.flushed_generation);
     let (flushed, live): (Vec<LogInfo>, Vec<LogInfo>) = std::mem::take(&mut disc.logs)
         .into_iter()
@@ -112,27 +139,146 @@ pub(crate) fn walk(
         return Ok(st);
     };
     let values = value_candidates(&pool, &disc, &flushed);
-    let (buffer, stable) = match load_tables(&pool, &disc, state, &values) {
-        Ok(t) => t,
+    // The slow tier's ranks follow StableStore's (one per buffer-tree, then one).
+    let mut slow_rank: Rank = Rank::try_from(state.trees.len())
+        .unwrap_or(Rank::MAX / 2)
+        .saturating_add(2);
+    match load_tables(&pool, &disc, state, &values) {
+        Ok((buffer, stable)) => {
+            let sets = buffer
+                .iter()
+                .map(|t| &t.tables)
+                .chain(std::iter::once(stable.tables()));
+            for (rank, set) in (1..).zip(sets) {
+                for t in set.tables() {
+                    st.tables += 1;
+                    walk_table(&pool, t, rank, None, &mut st, item, finding);
+                }
+                slow_rank = rank + 1;
+            }
+        }
         Err(e) if e.is_corruption() => {
+            // The pool's tables cannot be located; the slow tier still can.
             let mut f = Finding::from_error(Structure::Manifest, &e, None);
             f.unknown_keys = true;
             finding(f);
-            return Ok(st);
         }
         Err(e) => return Err(e),
-    };
-    let sets = buffer
-        .iter()
-        .map(|t| &t.tables)
-        .chain(std::iter::once(stable.tables()));
-    for (rank, set) in (1..).zip(sets) {
-        for t in set.tables() {
-            st.tables += 1;
-            walk_table(&pool, t, rank, &mut st, item, finding);
-        }
+    }
+    if let Some(sd) = slow_dir {
+        walk_slow(&pool, sd, &state.slow, slow_rank, &mut st, item, finding)?;
     }
     Ok(st)
+}
+
+/// The slow directory to read for a store whose manifest says `slow` (`None` when it
+/// has no slow-tier data).
+///
+/// # Errors
+/// `InvalidArgument` when it has some but no slow directory was given, the one given
+/// does not exist, or it belongs to another store; `Io` reading the ownership files.
+fn slow_dir<'o>(dir: &Path, opts: &'o Options, slow: &SlowState) -> Result<Option<&'o Path>> {
+    if slow.parts.values().all(Vec::is_empty) {
+        return Ok(None);
+    }
+    let Some(sd) = opts.slow_dir.as_deref() else {
+        return Err(Error::invalid(format!(
+            "the store in {} keeps data in a slow tier: pass its slow directory \
+             (--slow-dir, Options::slow_dir) to check or repair it",
+            dir.display()
+        )));
+    };
+    if !sd.is_dir() {
+        return Err(Error::invalid(format!(
+            "slow directory {} does not exist (wrong --slow-dir?)",
+            sd.display()
+        )));
+    }
+    crate::slowtier::open::check_owner_readonly(dir, sd)?;
+    Ok(Some(sd))
+}
+
+/// Walks every slow-tier table: partition by partition, the runs of each newest first
+/// (run `j` of a partition at rank `first + j`). A missing file, or a table past the
+/// end of its file, is a [`Structure::SlowFile`] finding; the rest is read.
+///
+/// # Errors
+/// `Io` opening a file for a reason other than its absence.
+fn walk_slow(
+    pool: &Arc<Pool>,
+    slow_dir: &Path,
+    slow: &SlowState,
+    first: Rank,
+    st: &mut WalkStats,
+    item: &mut dyn FnMut(Item<'_>),
+    finding: &mut dyn FnMut(Finding),
+) -> Result<()> {
+    let io = Arc::new(SlowIo::default());
+    for runs in slow.parts.values() {
+        for (rank, r) in (first..).zip(runs) {
+            let file = match SlowFile::open(slow_dir, r.file, io.clone()) {
+                Ok(f) => Arc::new(f),
+                Err(e) if e.is_corruption() => {
+                    let path = slow_dir.join(crate::slowtier::file::file_name(r.file));
+                    let mut f = lost_tables(&e, &r.lsts, rank, path);
+                    let _ = write!(
+                        f.detail,
+                        " ({} table(s) of a run of weight {} lost)",
+                        r.lsts.len(),
+                        r.weight
+                    );
+                    finding(f);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            st.slow_files += 1;
+            for m in &r.lsts {
+                let end = m.base.saturating_add(u64::from(m.size));
+                if end > file.size() {
+                    let e = Error::corruption(
+                        file.path(),
+                        m.base,
+                        format!(
+                            "table {} (bytes {}..{end}) runs past the end of the file ({} \
+                             bytes): the file is truncated",
+                            m.id,
+                            m.base,
+                            file.size()
+                        ),
+                    );
+                    finding(lost_tables(
+                        &e,
+                        std::slice::from_ref(m),
+                        rank,
+                        file.path().to_path_buf(),
+                    ));
+                    continue;
+                }
+                // Live in the file only while walked: never marked obsolete, so the
+                // file is never unlinked (`SlowFile`'s drop).
+                let t = Lst::from_file_meta(m, file.clone());
+                st.tables += 1;
+                st.slow_tables += 1;
+                walk_table(pool, &t, rank, Some(file.path()), st, item, finding);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A [`Structure::SlowFile`] finding for `lsts` (one run's tables, in key order), lost
+/// with their file or its end.
+fn lost_tables(e: &Error, lsts: &[LstMeta], rank: Rank, path: std::path::PathBuf) -> Finding {
+    let mut f = Finding::from_error(
+        Structure::SlowFile,
+        e,
+        lsts.first().map(|m| m.min_key.to_vec()),
+    );
+    f.last = lsts.last().map(|m| m.max_key.to_vec());
+    f.file = Some(path);
+    f.rank = rank;
+    f
 }
 
 /// The pool, mapped copy-on-write; a damaged header or bitmap is reported and rebuilt
@@ -208,10 +354,12 @@ fn walk_logs(
     Ok(())
 }
 
+/// Reads table `t` (in the pool, or in slow-tier file `file`) at rank `rank`.
 fn walk_table(
     pool: &Arc<Pool>,
-    t: &crate::table::Lst,
+    t: &Lst,
     rank: Rank,
+    file: Option<&Path>,
     st: &mut WalkStats,
     item: &mut dyn FnMut(Item<'_>),
     finding: &mut dyn FnMut(Finding),
@@ -250,15 +398,28 @@ fn walk_table(
         },
         &mut |d: TableDamage| {
             let mut f = Finding::from_error(Structure::TableBlock, &d.error, d.from).at(d.addr);
+            // Without a next key the damage runs through the table's largest key.
+            if d.until.is_none() {
+                f.last = Some(t.max_key.to_vec());
+            }
             f.until = d.until;
             f.rank = rank;
-            let _ = write!(f.detail, " (table {})", t.id);
+            f.file = file.map(Path::to_path_buf);
+            match file {
+                Some(_) => {
+                    let _ = write!(f.detail, " (slow-tier table {})", t.id);
+                }
+                None => {
+                    let _ = write!(f.detail, " (table {})", t.id);
+                }
+            }
             finding(f);
         },
     );
     st.blocks += w.blocks;
-    st.bytes += w.bytes;
+    st.bytes += w.bytes + w.blob_bytes;
     st.entries += w.entries;
+    st.values += w.blobs;
     for mut f in bad_values {
         f.rank = rank;
         finding(f);

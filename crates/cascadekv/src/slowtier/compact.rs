@@ -191,8 +191,17 @@ pub(crate) enum Step {
     Split { part: usize, at: Box<[u8]> },
 }
 
+/// Runs a partition may hold before all of them merge into one, whatever their weights:
+/// each run may repeat the partition's keys, so this bounds the slow tier's space
+/// amplification (and its file count) under updates of a fixed key set, where the
+/// equal-weight rule alone lets runs grow with the logarithm of the demotions.
+pub(crate) fn max_runs(width: usize) -> usize {
+    (2 * width).max(8)
+}
+
 /// The next merge step for `tier`, if any: a split of the first partition larger than
-/// `part_max` bytes, else the oldest `width` adjacent runs of equal weight in the
+/// `part_max` bytes; else a full merge of a partition holding more than
+/// [`max_runs`]; else the oldest `width` adjacent runs of equal weight in the
 /// partition with the most runs.
 pub(crate) fn plan(tier: &SlowTier, width: usize, part_max: u64) -> Option<Step> {
     for (i, p) in tier.parts().iter().enumerate() {
@@ -203,6 +212,18 @@ pub(crate) fn plan(tier: &SlowTier, width: usize, part_max: u64) -> Option<Step>
         }
     }
     let width = width.max(2);
+    if let Some((i, p)) = tier
+        .parts()
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.runs.len() > max_runs(width))
+    {
+        return Some(Step::Merge {
+            part: i,
+            from: 0,
+            n: p.runs.len(),
+        });
+    }
     let mut best: Option<(usize, Step)> = None;
     for (i, p) in tier.parts().iter().enumerate() {
         if p.runs.len() < width || best.as_ref().is_some_and(|(n, _)| *n >= p.runs.len()) {
@@ -345,4 +366,59 @@ pub(crate) fn run_step(ctx: &Ctx, tier: &SlowTier, step: &Step) -> Result<Outcom
     o.entries_in = n_in;
     o.entries_out = n_out;
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(lo: &[u8], weights: &[u32]) -> Partition {
+        Partition {
+            lo: lo.into(),
+            runs: weights
+                .iter()
+                .zip(1u64..)
+                .map(|(w, f)| Arc::new(Run::new(f, *w, Vec::new())))
+                .collect(),
+        }
+    }
+
+    fn merge(part: usize, from: usize, n: usize) -> Step {
+        Step::Merge { part, from, n }
+    }
+
+    /// Equal-weight merges take the oldest adjacent window; a partition over the run
+    /// cap merges whole; nothing is due otherwise.
+    #[test]
+    fn plan_picks_oldest_equal_weight_windows_and_caps_runs() {
+        let t = SlowTier::new(vec![part(b"", &[0, 1, 1])]);
+        assert_eq!(plan(&t, 2, u64::MAX), Some(merge(0, 1, 2)));
+        let t = SlowTier::new(vec![part(b"", &[0, 0, 0, 2])]);
+        assert_eq!(plan(&t, 2, u64::MAX), Some(merge(0, 1, 2)));
+        let t = SlowTier::new(vec![part(b"", &[0, 1, 2]), part(b"m", &[0])]);
+        assert_eq!(plan(&t, 2, u64::MAX), None);
+        // The partition with the most runs first.
+        let t = SlowTier::new(vec![part(b"", &[0, 0]), part(b"m", &[0, 1, 1])]);
+        assert_eq!(plan(&t, 2, u64::MAX), Some(merge(1, 1, 2)));
+        // More than max_runs: everything, whatever the weights.
+        let w: Vec<u32> = (0..9).rev().collect();
+        let t = SlowTier::new(vec![part(b"", &w)]);
+        assert_eq!(plan(&t, 2, u64::MAX), Some(merge(0, 0, 9)));
+        assert_eq!(
+            debt(&SlowTier::new(vec![part(b"", &[0, 1])]), 2, u64::MAX),
+            0
+        );
+    }
+
+    /// A partition left without runs leaves the tier, unless it is the first.
+    #[test]
+    fn empty_partitions_join_the_one_before() {
+        let t = SlowTier::new(vec![part(b"", &[0]), part(b"m", &[0]), part(b"t", &[1])]);
+        let next = t.with_parts(&[b"m".to_vec().into()], vec![part(b"m", &[])]);
+        let los: Vec<&[u8]> = next.parts().iter().map(|p| &*p.lo).collect();
+        assert_eq!(los, vec![&b""[..], &b"t"[..]]);
+        assert_eq!(next.part_for(b"p"), Some(0));
+        let first = t.with_parts(&[Box::default()], vec![part(b"", &[])]);
+        assert_eq!(first.parts().len(), 3);
+    }
 }

@@ -141,6 +141,28 @@ fn check_owner(data_dir: &Path, slow_dir: &Path) -> Result<()> {
     }
 }
 
+/// The ownership check without its repairs, for inspection (`cascade verify` and
+/// `cascade repair`): `InvalidArgument` if `slow_dir` is owned by a store other than
+/// the one in `data_dir`. Writes nothing.
+///
+/// # Errors
+/// `InvalidArgument` for another store's directory; `Io` reading the id files.
+pub(crate) fn check_owner_readonly(data_dir: &Path, slow_dir: &Path) -> Result<()> {
+    let mine = read_id(&data_dir.join(ID_FILE))?;
+    match (mine, read_id(&slow_dir.join(OWNER_FILE))?) {
+        (Some(a), Some(b)) if a != b => Err(foreign(slow_dir, &b)),
+        (None, Some(b)) => Err(foreign(slow_dir, &b)),
+        _ => Ok(()),
+    }
+}
+
+fn foreign(slow_dir: &Path, owner: &str) -> Error {
+    Error::invalid(format!(
+        "slow directory {} belongs to another store (owner {owner})",
+        slow_dir.display()
+    ))
+}
+
 /// A fresh random-enough store id (time and process id, hashed).
 fn new_id() -> String {
     use std::hash::{BuildHasher, Hasher};

@@ -65,6 +65,12 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// True for a partition that holds no run and is not the first one: it is removed
+    /// and its range joins the partition before it.
+    pub fn gone(&self) -> bool {
+        self.runs.is_empty() && !self.lo.is_empty()
+    }
+
     /// Table bytes of all runs.
     pub fn bytes(&self) -> u64 {
         self.runs.iter().map(|r| r.tables.bytes()).sum()
@@ -99,7 +105,10 @@ impl SlowTier {
         self.parts.get(i + 1).map(|p| &*p.lo)
     }
 
-    /// The tier with partitions whose `lo` is in `replaced` swapped for `with`.
+    /// The tier with partitions whose `lo` is in `replaced` swapped for `with`. A
+    /// partition left without runs is dropped unless it is the first: the one before
+    /// it takes over its range, which is valid because that one holds no key there.
+    /// (The manifest edit lists such a partition as removed, [`Partition::gone`].)
     #[must_use]
     pub fn with_parts(&self, replaced: &[Box<[u8]>], with: Vec<Partition>) -> SlowTier {
         let keep = self
@@ -107,7 +116,7 @@ impl SlowTier {
             .iter()
             .filter(|p| !replaced.contains(&p.lo))
             .cloned();
-        SlowTier::new(keep.chain(with).collect())
+        SlowTier::new(keep.chain(with.into_iter().filter(|p| !p.gone())).collect())
     }
 
     /// Every run, partition by partition.

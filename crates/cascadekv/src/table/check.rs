@@ -5,6 +5,7 @@
 //! Read-only; any thread may call it on a table it holds (`Arc<Lst>`), like a scan.
 
 use super::block::{BlockError, BlockKind};
+use super::place::{Place, BLOB_HEADER};
 use super::Lst;
 use crate::error::Error;
 use crate::value::ValueRef;
@@ -31,6 +32,10 @@ pub struct Walked {
     pub bytes: u64,
     /// Entries handed to the callback.
     pub entries: u64,
+    /// Slow-tier blobs read and verified (values too large for a block).
+    pub blobs: u64,
+    /// Bytes of those blobs, headers included.
+    pub blob_bytes: u64,
 }
 
 impl Lst {
@@ -104,6 +109,12 @@ impl Lst {
                     break;
                 };
                 // A slow-tier blob is read and verified like a block.
+                let blob = match v {
+                    ValueRef::Separated(p) if matches!(self.place, Place::File(_)) => {
+                        Some(u64::from(p.len))
+                    }
+                    _ => None,
+                };
                 let v = match self.resolve(v, &mut vbuf) {
                     Ok(v) => v,
                     Err(err) => {
@@ -116,6 +127,10 @@ impl Lst {
                         continue;
                     }
                 };
+                if let Some(len) = blob {
+                    w.blobs += 1;
+                    w.blob_bytes += BLOB_HEADER as u64 + len;
+                }
                 w.entries += 1;
                 if !f(k, v) {
                     return w;
