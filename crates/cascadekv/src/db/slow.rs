@@ -182,6 +182,7 @@ fn run_metas(p: &Partition) -> Vec<RunMeta> {
         .map(|r| RunMeta {
             file: r.file,
             weight: r.weight,
+            filters: r.filters,
             lsts: r.tables.tables().map(|l| l.meta()).collect(),
         })
         .collect()

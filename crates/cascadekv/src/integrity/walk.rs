@@ -257,7 +257,7 @@ fn walk_slow(
                 }
                 // Live in the file only while walked: never marked obsolete, so the
                 // file is never unlinked (`SlowFile`'s drop).
-                let t = Lst::from_file_meta(m, file.clone());
+                let t = Lst::from_file_meta(m, file.clone(), None);
                 st.tables += 1;
                 st.slow_tables += 1;
                 walk_table(pool, &t, rank, Some(file.path()), st, item, finding);

@@ -205,6 +205,8 @@ fn put_runs(out: &mut Vec<u8>, runs: &[RunMeta]) {
     for r in runs {
         put_varint(out, r.file);
         put_varint(out, u64::from(r.weight));
+        put_varint(out, r.filters.0);
+        put_varint(out, r.filters.1);
         put_lsts(out, &r.lsts);
     }
 }
@@ -405,6 +407,7 @@ impl<'a> Dec<'a> {
                 Some(RunMeta {
                     file: self.v()?,
                     weight: u32::try_from(self.v()?).ok()?,
+                    filters: (self.v()?, self.v()?),
                     lsts: self.lsts(true)?,
                 })
             })
@@ -581,10 +584,25 @@ mod tests {
         let snap = Edit::Snapshot(s.clone());
         assert_eq!(decode(&encode(&snap)), Some(snap));
         assert_eq!(encode(&Edit::Snapshot(s.clone()))[0], TAG_SNAPSHOT);
+    }
+
+    #[test]
+    fn slow_edits_round_trip_and_apply() {
+        let mut s = ManifestState {
+            next_lst_id: 7,
+            stable: [(4, meta(4)), (6, meta(6))].into_iter().collect(),
+            ..ManifestState::default()
+        };
+        s.retained.add_live(SegmentLive {
+            chunk: 7,
+            span: 1,
+            live: 300,
+        });
         // A demotion of table 4 into two partitions, then a merge removing one.
         let run = |file, weight, ids: &[u64]| RunMeta {
             file,
             weight,
+            filters: (4096, 77),
             lsts: ids.iter().map(|i| meta(*i)).collect(),
         };
         let slow = [

@@ -20,6 +20,8 @@ pub struct RunMeta {
     pub file: u64,
     /// Compaction weight.
     pub weight: u32,
+    /// The filter section: offset in the file and bytes (0: none).
+    pub filters: (u64, u64),
     /// The file's tables in key order (`base` = offset in the file; no value segments).
     pub lsts: Vec<LstMeta>,
 }

@@ -94,13 +94,13 @@ struct Out {
 
 fn finish_run(w: RunWriter, weight: u32, o: &mut Outcome) -> Result<Option<Arc<Run>>> {
     o.written += w.bytes();
-    let Some((f, lsts)) = w.finish()? else {
+    let Some((f, lsts, filters)) = w.finish()? else {
         return Ok(None);
     };
     for l in &lsts {
         o.created.push(l.clone());
     }
-    Ok(Some(Arc::new(Run::new(f.number(), weight, lsts))))
+    Ok(Some(Arc::new(Run::new(f.number(), weight, lsts, filters))))
 }
 
 /// Demotes `victims` (stable tables in key order, not overlapping) into `tier`.
@@ -378,7 +378,7 @@ mod tests {
             runs: weights
                 .iter()
                 .zip(1u64..)
-                .map(|(w, f)| Arc::new(Run::new(f, *w, Vec::new())))
+                .map(|(w, f)| Arc::new(Run::new(f, *w, Vec::new(), (0, 0))))
                 .collect(),
         }
     }

@@ -15,6 +15,7 @@
 
 pub(crate) mod compact;
 pub(crate) mod file;
+pub(crate) mod filters;
 pub(crate) mod open;
 pub(crate) mod tier;
 pub(crate) mod writer;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use super::file::{sweep_orphans, sync_dir, SlowFile, SlowIo};
 use super::tier::{Partition, Run, SlowTier};
 use crate::error::{Error, Result};
-use crate::manifest::SlowState;
+use crate::manifest::{RunMeta, SlowState};
+use crate::table::filter::Filter;
 use crate::table::Lst;
 
 const ID_FILE: &str = "SLOW_ID";
@@ -83,12 +84,13 @@ pub(crate) fn open(
                     ));
                 }
             }
+            let mut filters = load_filters(&f, r).into_iter();
             let lsts = r
                 .lsts
                 .iter()
-                .map(|m| Lst::from_file_meta(m, f.clone()))
+                .map(|m| Lst::from_file_meta(m, f.clone(), filters.next().flatten()))
                 .collect();
-            rs.push(Arc::new(Run::new(r.file, r.weight, lsts)));
+            rs.push(Arc::new(Run::new(r.file, r.weight, lsts, r.filters)));
         }
         parts.push(Partition {
             lo: lo.clone(),
@@ -100,6 +102,23 @@ pub(crate) fn open(
         lock,
         orphans,
     })
+}
+
+/// The filters stored in run `r`'s file, one per table; empty if the section is
+/// missing, unreadable or damaged (the tables then build theirs on first use).
+fn load_filters(f: &SlowFile, r: &RunMeta) -> Vec<Option<Filter>> {
+    let (at, len) = r.filters;
+    let Ok(len) = usize::try_from(len) else {
+        return Vec::new();
+    };
+    if len == 0 || at.saturating_add(len as u64) > f.size() {
+        return Vec::new();
+    }
+    let mut buf = Vec::new();
+    f.read_into(at, len, &mut buf)
+        .ok()
+        .and_then(|b| super::filters::decode(f.number(), b, r.lsts.len()))
+        .unwrap_or_default()
 }
 
 fn read_id(path: &Path) -> Result<Option<String>> {

@@ -42,15 +42,18 @@ pub struct Run {
     pub weight: u32,
     /// The file's tables in key order.
     pub tables: TableSet,
+    /// Where the file's filter section lies: offset and bytes (0 bytes: none).
+    pub filters: (u64, u64),
 }
 
 impl Run {
     /// A run over `lsts` (all in file `file`).
-    pub fn new(file: u64, weight: u32, lsts: Vec<Arc<Lst>>) -> Self {
+    pub fn new(file: u64, weight: u32, lsts: Vec<Arc<Lst>>, filters: (u64, u64)) -> Self {
         Run {
             file,
             weight,
             tables: TableSet::new(lsts),
+            filters,
         }
     }
 }

@@ -27,8 +27,9 @@ use crate::value::{ValuePtr, ValueRef};
 /// Largest slow-tier LST (an LST also ends when its index block is full).
 const MAX_TABLE_BYTES: usize = 16 << 20;
 
-/// A sealed run file and its live tables.
-pub type Sealed = (Arc<SlowFile>, Vec<Arc<Lst>>);
+/// A sealed run file: the file, its live tables, and where its filter section lies
+/// (offset, bytes).
+pub type Sealed = (Arc<SlowFile>, Vec<Arc<Lst>>, (u64, u64));
 
 /// Pacing of slow-tier writes.
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +38,7 @@ pub struct Pace {
     pub rate: u64,
 }
 
-/// A run being written.
+/// A run being written: its tables, then the filter section (`filters.rs`).
 #[derive(Debug)]
 pub struct RunWriter {
     file: SlowFile,
@@ -146,6 +147,11 @@ impl RunWriter {
         if self.done.is_empty() {
             return Ok(None);
         }
+        let section = super::filters::encode(
+            self.file.number(),
+            self.done.iter().map(|(b, _)| b.filter.as_ref()),
+        );
+        let at = self.file.append(&section)?;
         self.file.seal()?;
         let file = Arc::new(self.file);
         let lsts = self
@@ -156,6 +162,6 @@ impl RunWriter {
                 Lst::placed(b, at, Place::File(file.clone()), Vec::new())
             })
             .collect();
-        Ok(Some((file, lsts)))
+        Ok(Some((file, lsts, (at, section.len() as u64))))
     }
 }

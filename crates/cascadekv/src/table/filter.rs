@@ -11,7 +11,8 @@
 //! probe touches one cache line. [`BITS_PER_KEY`] = 10 gives about 1 % false
 //! positives (measured by the test below).
 //!
-//! Not persisted: the builder hashes every key it writes, so tables built by flushes
+//! Not persisted in the pool (a slow-tier file stores its tables' filters,
+//! `slowtier/filters.rs`): the builder hashes every key it writes, so tables built by flushes
 //! and compactions get their filter for free; a table loaded at open gets one on its
 //! first lookup, from a verified read of all its data blocks (a table is about 45
 //! blocks). If that read fails the table simply has no filter — the lookup then reads
@@ -57,6 +58,18 @@ impl Filter {
         bits(h).all(|bit| {
             w.get((bit >> 6) as usize)
                 .is_some_and(|x| x & (1 << (bit & 63)) != 0)
+        })
+    }
+
+    /// The filter's words (a slow-tier file stores them, `slowtier/filters.rs`).
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// A filter from stored words; `None` unless they form whole blocks.
+    pub(crate) fn from_words(words: Vec<u64>) -> Option<Filter> {
+        (!words.is_empty() && words.len().is_multiple_of(WORDS)).then(|| Filter {
+            words: words.into_boxed_slice(),
         })
     }
 

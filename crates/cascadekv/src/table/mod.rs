@@ -27,7 +27,7 @@ pub(crate) mod block;
 pub(crate) mod builder;
 pub(crate) mod check;
 mod fences;
-mod filter;
+pub(crate) mod filter;
 pub(crate) mod place;
 pub(crate) mod reclaim;
 pub(crate) mod set;
@@ -119,8 +119,17 @@ impl Lst {
 
     /// Rebuilds a slow-tier table from manifest metadata (recovery), registering it as
     /// live in `file`.
-    pub fn from_file_meta(m: &LstMeta, file: Arc<SlowFile>) -> Arc<Lst> {
-        Self::make_live(Lst::with_place(m, Place::File(file)))
+    /// `filter`: the one stored in the file, if it was read intact.
+    pub fn from_file_meta(
+        m: &LstMeta,
+        file: Arc<SlowFile>,
+        filter: Option<filter::Filter>,
+    ) -> Arc<Lst> {
+        let l = Lst::with_place(m, Place::File(file));
+        if let Some(f) = filter {
+            let _ = l.filter.set(Some(f));
+        }
+        Self::make_live(l)
     }
 
     /// A table just written into `place`, live from now on (`filter`: the builder's).
