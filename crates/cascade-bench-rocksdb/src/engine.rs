@@ -6,14 +6,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cascade_bench::engine::{Engine, EngineStats};
 use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{
-    properties, BlockBasedOptions, Cache, DBCompressionType, Options, WaitForCompactOptions,
-    WriteOptions, DB,
+    properties, BlockBasedOptions, Cache, DBCompressionType, DBPath, Options,
+    WaitForCompactOptions, WriteOptions, DB,
 };
+
+/// Target size of the slow `db_paths` entry: large enough never to be reached (the
+/// last path takes whatever does not fit the ones before it anyway).
+const SLOW_TARGET_BYTES: u64 = 1 << 50;
 
 /// RocksDB behind the benchmark [`Engine`] trait. Shared by all worker threads.
 pub struct RocksEngine {
     db: DB,
     dir: PathBuf,
+    /// The slow `db_paths` directory, if RocksDB was given one.
+    slow_dir: Option<PathBuf>,
     /// Kept for the statistics tickers (shared with the open DB) and the cache.
     opts: Options,
     cache: Cache,
@@ -31,6 +37,23 @@ pub struct RocksEngine {
 ///
 /// RocksDB's error opening `dir`, as text.
 pub fn open(dir: &Path, sync: bool, block_cache_bytes: usize) -> Result<RocksEngine, String> {
+    open_tiered(dir, sync, block_cache_bytes, None)
+}
+
+/// Like [`open`]; with `slow` = `(slow_dir, fast_bytes)`, RocksDB gets two `db_paths`:
+/// `dir` with a target of `fast_bytes` and `slow_dir` with an unbounded one, so SST
+/// files of the levels that do not fit the fast budget go to `slow_dir` (the WAL,
+/// manifest and flushed L0 files stay in `dir`). Reopen with the same `slow`.
+///
+/// # Errors
+///
+/// RocksDB's error opening `dir` or setting up the paths, as text.
+pub fn open_tiered(
+    dir: &Path,
+    sync: bool,
+    block_cache_bytes: usize,
+    slow: Option<(&Path, u64)>,
+) -> Result<RocksEngine, String> {
     let cache = Cache::new_lru_cache(block_cache_bytes);
     let mut table = BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
@@ -45,6 +68,12 @@ pub fn open(dir: &Path, sync: bool, block_cache_bytes: usize) -> Result<RocksEng
     opts.set_block_based_table_factory(&table);
     opts.enable_statistics();
     opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
+    if let Some((slow_dir, fast_bytes)) = slow {
+        let path = |p: &Path, size: u64| {
+            DBPath::new(p, size).map_err(|e| format!("rocksdb db_path {}: {e}", p.display()))
+        };
+        opts.set_db_paths(&[path(dir, fast_bytes)?, path(slow_dir, SLOW_TARGET_BYTES)?]);
+    }
 
     let db = DB::open(&opts, dir).map_err(|e| format!("rocksdb open {}: {e}", dir.display()))?;
     let mut write_opts = WriteOptions::default();
@@ -53,6 +82,7 @@ pub fn open(dir: &Path, sync: bool, block_cache_bytes: usize) -> Result<RocksEng
     Ok(RocksEngine {
         db,
         dir: dir.to_path_buf(),
+        slow_dir: slow.map(|(d, _)| d.to_path_buf()),
         opts,
         cache,
         write_opts,
@@ -74,21 +104,34 @@ impl RocksEngine {
     /// Bytes of SST and WAL files directly in the database directory (RocksDB keeps
     /// them flat there). Manifest, options and info-log files are not counted.
     fn file_bytes(&self) -> u64 {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return 0;
-        };
-        entries
-            .filter_map(Result::ok)
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".sst") || name.ends_with(".log")
-            })
-            .filter_map(|e| e.metadata().ok())
-            .filter(std::fs::Metadata::is_file)
-            .map(|m| m.len())
-            .sum()
+        dir_bytes(&self.dir, &[".sst", ".log"])
     }
+
+    /// Bytes of SST files in the slow `db_paths` directory (0 without one).
+    fn slow_file_bytes(&self) -> u64 {
+        self.slow_dir
+            .as_deref()
+            .map_or(0, |d| dir_bytes(d, &[".sst"]))
+    }
+}
+
+/// Bytes of the regular files directly in `dir` whose names end with one of `suffixes`
+/// (0 if `dir` cannot be read).
+fn dir_bytes(dir: &Path, suffixes: &[&str]) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            suffixes.iter().any(|s| name.ends_with(s))
+        })
+        .filter_map(|e| e.metadata().ok())
+        .filter(std::fs::Metadata::is_file)
+        .map(|m| m.len())
+        .sum()
 }
 
 impl Engine for RocksEngine {
@@ -178,6 +221,7 @@ impl Engine for RocksEngine {
     }
 
     /// * `fast_tier_bytes`: SST + WAL files in the directory.
+    /// * `slow_tier_bytes`: SST files in the slow `db_paths` directory (0 without).
     /// * `write_amp`: (WAL + flush + compaction bytes written, from RocksDB's
     ///   statistics tickers) / key + value bytes written by users — the same
     ///   definition CascadeKV uses (log + flush + compaction over user bytes).
@@ -185,6 +229,9 @@ impl Engine for RocksEngine {
     ///   (`rocksdb.cur-size-all-mem-tables`) + table readers' index and filter blocks
     ///   held outside the cache (`rocksdb.estimate-table-readers-mem`). RocksDB
     ///   allocates through C++ `new`, which the Rust counting allocator never sees.
+    /// * `fast_write_amp`: `write_amp` without a slow directory. With one, the
+    ///   per-tier write amplifications and slow-tier gets are not reported (0):
+    ///   RocksDB's tickers do not split them by path.
     fn stats(&self) -> EngineStats {
         let user = self.user_bytes.load(Ordering::Relaxed);
         let written = self.opts.get_ticker_count(Ticker::WalFileBytes)
@@ -204,9 +251,16 @@ impl Engine for RocksEngine {
             + self.int_property(properties::ESTIMATE_TABLE_READERS_MEM);
         EngineStats {
             fast_tier_bytes: self.file_bytes(),
-            slow_tier_bytes: 0,
+            slow_tier_bytes: self.slow_file_bytes(),
             write_amp,
+            // Without a slow path every byte is written to the fast directory.
+            fast_write_amp: if self.slow_dir.is_none() {
+                write_amp
+            } else {
+                0.0
+            },
             engine_dram_bytes: dram,
+            ..EngineStats::default()
         }
     }
 }

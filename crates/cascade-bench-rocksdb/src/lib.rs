@@ -22,6 +22,11 @@
 //!   everything else is RocksDB 11.8's default (64 MiB memtables, leveled compaction).
 //! * Statistics on at `ExceptHistogramOrTimers` (tickers only, per-core counters) to
 //!   report write amplification.
+//! * With a slow directory ([`open_tiered`], `cascade bench --slow-dir`): `db_paths` =
+//!   [(its directory, the fast budget), (the slow directory, unbounded)], the same two
+//!   directories CascadeKV is given; leveled compaction then places each level on the
+//!   first path with room for it (RocksDB turns `level_compaction_dynamic_level_bytes`
+//!   off with several paths).
 
 #![deny(
     missing_docs,
@@ -38,4 +43,4 @@
 mod engine;
 
 #[cfg(feature = "rocksdb")]
-pub use engine::{open, RocksEngine};
+pub use engine::{open, open_tiered, RocksEngine};

@@ -19,10 +19,20 @@ use cascadekv::{Db, Durability, Options};
 pub struct EngineStats {
     /// Bytes on the fast tier (pool file / RocksDB directory on the fast device).
     pub fast_tier_bytes: u64,
-    /// Bytes on the slow tier (none yet for CascadeKV).
+    /// Bytes on the slow tier (CascadeKV: slow-tier table files; RocksDB: SST files
+    /// in the slow `db_paths` entry); 0 without a slow directory.
     pub slow_tier_bytes: u64,
     /// Bytes written to storage / bytes written by users, if the engine knows.
     pub write_amp: f64,
+    /// Write amplification of the fast tier alone, if the engine knows (0 if not).
+    pub fast_write_amp: f64,
+    /// Write amplification of the slow tier: bytes written there / bytes moved into
+    /// it, if the engine knows (0 if not, or with no slow tier).
+    pub slow_write_amp: f64,
+    /// Point reads since open, as the engine counts them (0 if it does not).
+    pub gets: u64,
+    /// Of those, reads the slow tier answered (0 if unknown).
+    pub slow_gets: u64,
     /// The engine's own estimate of its DRAM use (indexes, caches), if it has one.
     pub engine_dram_bytes: u64,
 }
@@ -130,10 +140,12 @@ impl CascadeEngine {
         dir: &std::path::Path,
         opts: Options,
     ) -> Result<Self, String> {
+        // Nothing is ever flushed, so nothing could reach a slow tier either.
         let opts = Options {
             faststore_capacity: u64::MAX / 4,
             background: false,
             flush_when_read_only: false,
+            slow_dir: None,
             ..opts
         };
         Self::open(name, dir, opts)
@@ -204,8 +216,12 @@ impl Engine for CascadeEngine {
         let s = self.db.stats();
         EngineStats {
             fast_tier_bytes: s.pool_bytes_used,
-            slow_tier_bytes: 0,
+            slow_tier_bytes: s.slow_tier_bytes,
             write_amp: s.write_amplification,
+            fast_write_amp: s.fast_write_amplification,
+            slow_write_amp: s.slow_write_amplification,
+            gets: s.reads,
+            slow_gets: s.slow_gets,
             engine_dram_bytes: s.dram_bytes(),
         }
     }

@@ -3,7 +3,8 @@
 //! [`Report`] serializes to the JSON object `cascade bench --json` writes (one per
 //! engine and workload) with at least: `engine, workload, threads, num, ops, seconds,
 //! ops_per_sec, latency_us{p50,p99,p999,max}, heap_bytes_peak, heap_bytes_end,
-//! rss_bytes, fast_tier_bytes, write_amp`.
+//! rss_bytes, fast_tier_bytes, write_amp`, and for the slow tier (`--slow-dir`):
+//! `slow_tier_bytes, fast_write_amp, slow_write_amp, slow_gets, slow_get_share`.
 
 use std::fmt::Write as _;
 
@@ -63,6 +64,15 @@ pub struct Report {
     pub slow_tier_bytes: u64,
     /// Write amplification reported by the engine (0 if unknown).
     pub write_amp: f64,
+    /// Write amplification of the fast tier alone, since open (0 if unknown).
+    pub fast_write_amp: f64,
+    /// Write amplification of the slow tier (bytes written there / bytes moved into
+    /// it), since open (0 if unknown or no slow tier).
+    pub slow_write_amp: f64,
+    /// Point reads the slow tier answered during the workload (0 if unknown).
+    pub slow_gets: u64,
+    /// `slow_gets` / point reads during the workload (0 without reads).
+    pub slow_get_share: f64,
     /// The engine's own DRAM estimate (0 if unknown).
     pub engine_dram_bytes: u64,
     /// Reads that found their key (read workloads).
@@ -74,12 +84,24 @@ pub struct Report {
 }
 
 /// A markdown table of `reports`, with a throughput ratio against the first engine
-/// that ran the same workload.
+/// that ran the same workload. When any report has slow-tier data, four columns
+/// follow the usual ones: slow-tier MB, the share of the workload's gets the slow
+/// tier answered, and the fast and slow tiers' write amplification.
 #[must_use]
 pub fn table(reports: &[Report]) -> String {
+    let slow = reports
+        .iter()
+        .any(|r| r.slow_tier_bytes > 0 || r.slow_write_amp > 0.0);
     let mut s = String::new();
-    s.push_str("| engine | workload | threads | ops | Mops/s | vs first | p50 µs | p99 µs | p99.9 µs | max µs | heap peak MB | heap end MB | RSS MB | fast tier MB | space peak MB | WA |\n");
-    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| engine | workload | threads | ops | Mops/s | vs first | p50 µs | p99 µs | p99.9 µs | max µs | heap peak MB | heap end MB | RSS MB | fast tier MB | space peak MB | WA |");
+    if slow {
+        s.push_str(" slow tier MB | slow gets % | WA fast | WA slow |");
+    }
+    s.push_str("\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    if slow {
+        s.push_str("---|---|---|---|");
+    }
+    s.push('\n');
     let mb = |b: u64| b as f64 / 1e6;
     for r in reports {
         let first = reports
@@ -91,7 +113,7 @@ pub fn table(reports: &[Report]) -> String {
         } else {
             0.0
         };
-        writeln!(
+        write!(
             s,
             "| {} | {} | {} | {} | {:.3} | {:.2}x | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
             r.engine,
@@ -112,6 +134,18 @@ pub fn table(reports: &[Report]) -> String {
             r.write_amp
         )
         .expect("writing to a String cannot fail");
+        if slow {
+            write!(
+                s,
+                " {:.1} | {:.1} | {:.2} | {:.2} |",
+                mb(r.slow_tier_bytes),
+                r.slow_get_share * 100.0,
+                r.fast_write_amp,
+                r.slow_write_amp
+            )
+            .expect("writing to a String cannot fail");
+        }
+        s.push('\n');
     }
     s
 }
@@ -170,5 +204,43 @@ mod tests {
         let t = table(&[mk("cascade", 2e6), mk("rocksdb", 5e5)]);
         assert!(t.contains("| cascade | c |") && t.contains("1.00x"), "{t}");
         assert!(t.contains("0.25x"), "{t}");
+        assert!(
+            !t.contains("slow tier"),
+            "no slow-tier columns without one: {t}"
+        );
+    }
+
+    #[test]
+    fn slow_tier_columns_and_fields() {
+        let r = Report {
+            engine: "cascade".into(),
+            workload: "readrandom".into(),
+            slow_tier_bytes: 5_000_000,
+            fast_write_amp: 2.5,
+            slow_write_amp: 1.75,
+            slow_gets: 40,
+            slow_get_share: 0.4,
+            ..Report::default()
+        };
+        let t = table(std::slice::from_ref(&r));
+        assert!(
+            t.contains("| slow tier MB | slow gets % | WA fast | WA slow |"),
+            "{t}"
+        );
+        assert!(t.contains("| 5.0 | 40.0 | 2.50 | 1.75 |"), "{t}");
+        // Header, separator and row have the same number of columns.
+        let cols: Vec<usize> = t.lines().map(|l| l.matches('|').count()).collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{t}");
+        let v: serde_json::Value = serde_json::to_value(&r).expect("serializes");
+        for f in [
+            "slow_tier_bytes",
+            "fast_write_amp",
+            "slow_write_amp",
+            "slow_gets",
+            "slow_get_share",
+        ] {
+            assert!(v.get(f).is_some(), "missing field {f}");
+        }
+        assert_eq!(v["slow_tier_bytes"], 5_000_000);
     }
 }

@@ -86,6 +86,8 @@ where
     alloc::reset_peak();
     let counters: Vec<Counter> = (0..threads).map(|_| Counter(AtomicU64::new(0))).collect();
     let done = AtomicBool::new(false);
+    // Cumulative read counters before the phase, for its share of slow-tier gets.
+    let before = engine.stats();
     let start = Instant::now();
     let deadline = match p.amount {
         Amount::Duration(d) => Some(start + d),
@@ -139,6 +141,8 @@ where
     }
     let (latency, cdf) = latencies(&hist);
     let st = engine.stats();
+    let slow_gets = st.slow_gets.saturating_sub(before.slow_gets);
+    let gets = st.gets.saturating_sub(before.gets);
     let footprint_peak_bytes = footprint
         .iter()
         .copied()
@@ -164,6 +168,15 @@ where
         fast_tier_bytes: st.fast_tier_bytes,
         slow_tier_bytes: st.slow_tier_bytes,
         write_amp: st.write_amp,
+        fast_write_amp: st.fast_write_amp,
+        slow_write_amp: st.slow_write_amp,
+        slow_gets,
+        // The engine counts reads in per-thread batches: keep the share within 1.
+        slow_get_share: if gets == 0 {
+            0.0
+        } else {
+            (slow_gets as f64 / gets as f64).min(1.0)
+        },
         engine_dram_bytes: st.engine_dram_bytes,
         found,
         errors,

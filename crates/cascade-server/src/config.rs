@@ -187,6 +187,25 @@ impl RuntimeConfig {
                 "cascade-max-value-len",
                 fixed.engine.max_value_len.to_string(),
             ),
+            // The slow tier (`--slow-dir`; empty: none). The fast budget is the one in
+            // effect (a quarter of the pool for `--fast-budget 0`).
+            (
+                "cascade-slow-dir",
+                fixed
+                    .engine
+                    .slow_dir
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+            ),
+            (
+                "cascade-fast-budget",
+                fixed.engine.effective_fast_budget().to_string(),
+            ),
+            (
+                "cascade-slow-write-rate",
+                fixed.engine.slow_write_rate.to_string(),
+            ),
         ];
         p.extend(self.inert.lock().iter().map(|(k, v)| (*k, v.clone())));
         p
@@ -258,7 +277,10 @@ impl RuntimeConfig {
             | "cascade-threads"
             | "cascade-pool-size"
             | "cascade-faststore-capacity"
-            | "cascade-max-value-len" => return Err(invalid("can't set immutable config")),
+            | "cascade-max-value-len"
+            | "cascade-slow-dir"
+            | "cascade-fast-budget"
+            | "cascade-slow-write-rate" => return Err(invalid("can't set immutable config")),
             _ => {
                 let mut inert = self.inert.lock();
                 let Some(slot) = inert.iter_mut().find(|(k, _)| *k == name) else {
@@ -328,5 +350,30 @@ mod tests {
         assert!(r.set("proto-max-bulk-len", b"10").is_err());
         let p = r.params(&c);
         assert!(p.contains(&("timeout", "30".to_string())));
+    }
+
+    #[test]
+    fn slow_tier_settings_are_listed_and_fixed() {
+        let mut c = ServerConfig::default();
+        let r = RuntimeConfig::new(&c);
+        let p = r.params(&c);
+        assert!(p.contains(&("cascade-slow-dir", String::new())));
+        let quarter = (c.engine.pool_size / 4).to_string();
+        assert!(p.contains(&("cascade-fast-budget", quarter)));
+        assert!(p.contains(&("cascade-slow-write-rate", "0".to_string())));
+        c.engine.slow_dir = Some(PathBuf::from("/mnt/ssd/slow"));
+        c.engine.fast_budget = 1 << 20;
+        c.engine.slow_write_rate = 8 << 20;
+        let p = r.params(&c);
+        assert!(p.contains(&("cascade-slow-dir", "/mnt/ssd/slow".to_string())));
+        assert!(p.contains(&("cascade-fast-budget", (1u64 << 20).to_string())));
+        assert!(p.contains(&("cascade-slow-write-rate", (8u64 << 20).to_string())));
+        for name in [
+            "cascade-slow-dir",
+            "cascade-fast-budget",
+            "cascade-slow-write-rate",
+        ] {
+            assert!(r.set(name, b"1").is_err(), "{name} is fixed at start");
+        }
     }
 }

@@ -435,7 +435,7 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.0
 }
 
-/// Engine statistics that only grow: event counts, work done, bytes written.
+/// Engine statistics that only grow: event counts, work done, bytes written or read.
 fn is_engine_counter(name: &str) -> bool {
     const GROWING: &[&str] = &[
         "switches",
@@ -449,6 +449,12 @@ fn is_engine_counter(name: &str) -> bool {
         "_written",
         "flush_bytes",
         "compaction_bytes",
+        "slow_gets",
+        "_bytes_read",
+        "demotions",
+        "demoted_bytes",
+        "slow_merges",
+        "slow_splits",
     ];
     !name.starts_with("recover") && GROWING.iter().any(|g| name.ends_with(g))
 }
@@ -581,6 +587,33 @@ pub(crate) fn prometheus(shared: &Shared) -> String {
 mod tests {
     use super::*;
     use crate::cmd::testkit::Kit;
+
+    #[test]
+    fn slow_tier_counters_and_gauges() {
+        for c in [
+            "slow_gets",
+            "slow_reads",
+            "slow_bytes_read",
+            "slow_bytes_written",
+            "slow_micros",
+            "demotions",
+            "demoted_bytes",
+            "slow_merges",
+            "slow_splits",
+        ] {
+            assert!(is_engine_counter(c), "{c} only grows");
+        }
+        for g in [
+            "slow_tier_bytes",
+            "slow_tier_files",
+            "slow_tier_dram_bytes",
+            "slow_debt_bytes",
+            "slow_write_amplification",
+            "fast_write_amplification",
+        ] {
+            assert!(!is_engine_counter(g), "{g} is a gauge");
+        }
+    }
 
     #[test]
     fn sections_follow_redis_semantics() {

@@ -30,6 +30,14 @@ pub struct StoreArgs {
     /// Persist each write before returning (survives power loss).
     #[arg(long, global = true)]
     pub sync: bool,
+    /// Slow-tier directory: required to open a store that keeps data in a slow tier
+    /// (one served with `cascade serve --slow-dir`).
+    #[arg(long, global = true)]
+    pub slow_dir: Option<PathBuf>,
+    /// With --slow-dir: bytes of StableStore data kept in the pool before key ranges
+    /// move to the slow tier (e.g. 1G; 0 = a quarter of the pool).
+    #[arg(long, default_value = "0", value_parser = parse_size, global = true)]
+    pub fast_budget: u64,
 }
 
 impl StoreArgs {
@@ -37,6 +45,8 @@ impl StoreArgs {
     fn options(&self) -> Options {
         Options {
             pool_size: self.pool_size,
+            slow_dir: self.slow_dir.clone(),
+            fast_budget: self.fast_budget,
             durability: if self.sync {
                 Durability::Sync
             } else {
@@ -106,6 +116,10 @@ enum Cmd {
         /// Data directory.
         #[arg(long, default_value = "./cascade-data")]
         dir: PathBuf,
+        /// The store's slow-tier directory (needed when it keeps data in a slow tier;
+        /// its files are checked too, and only read).
+        #[arg(long)]
+        slow_dir: Option<PathBuf>,
     },
     /// Salvage a damaged store: keep every intact version, drop what is damaged, keep
     /// the damaged store as DIR.damaged-<time> and write REPAIR-REPORT.txt there
@@ -115,6 +129,15 @@ enum Cmd {
         /// Data directory.
         #[arg(long, default_value = "./cascade-data")]
         dir: PathBuf,
+        /// The store's slow-tier directory (needed when it keeps data in a slow tier):
+        /// its intact keys are salvaged too, the damaged one is kept beside it with a
+        /// .damaged-<time> suffix and the repaired store gets a new one in its place.
+        #[arg(long)]
+        slow_dir: Option<PathBuf>,
+        /// With --slow-dir: the repaired store's fast budget, as the store is served
+        /// with (e.g. 1G; 0 = a quarter of the pool).
+        #[arg(long, default_value = "0", value_parser = parse_size)]
+        fast_budget: u64,
     },
     /// Run benchmark workloads (see docs/benchmarks.md).
     Bench(Box<BenchArgs>),
@@ -167,6 +190,20 @@ struct ServeArgs {
     /// most this many bytes per second (e.g. 8M; 0 = off). Findings show in INFO.
     #[arg(long, default_value = "0", value_parser = parse_size)]
     scrub_rate: u64,
+    /// Slow (capacity) tier directory, on ordinary SSD: StableStore data beyond
+    /// --fast-budget moves to table files here. A store with slow-tier data must
+    /// always be opened with its slow directory.
+    #[arg(long)]
+    slow_dir: Option<PathBuf>,
+    /// With --slow-dir: bytes of StableStore data (tables and the values they point
+    /// to) kept in the pool before key ranges are demoted (e.g. 1G; 0 = a quarter of
+    /// the pool).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    fast_budget: u64,
+    /// With --slow-dir: most bytes per second demotions and slow-tier merges write
+    /// (e.g. 64M; 0 = unlimited).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    slow_write_rate: u64,
 }
 
 /// Runs the server until it stops; the process exit code (1 if the server failed).
@@ -196,6 +233,9 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
             pool_size: a.pool_size,
             faststore_capacity: a.faststore_capacity,
             scrub_bytes_per_sec: a.scrub_rate,
+            slow_dir: a.slow_dir,
+            fast_budget: a.fast_budget,
+            slow_write_rate: a.slow_write_rate,
             ..Options::default()
         },
         heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
@@ -291,6 +331,20 @@ struct BenchArgs {
     /// LST block size in bytes.
     #[arg(long, default_value_t = 512)]
     block_size: usize,
+    /// Slow-tier base directory (on the capacity device): each engine gets
+    /// `<slow-dir>/<engine>` (wiped first unless --reuse). The cascade engines demote
+    /// StableStore data beyond --fast-budget there; RocksDB gets `db_paths` = [its
+    /// directory with --fast-budget bytes, this one]. The dram-* engines ignore it.
+    #[arg(long)]
+    slow_dir: Option<PathBuf>,
+    /// With --slow-dir: bytes kept on the fast tier before data moves to the slow
+    /// tier (e.g. 1G; 0 = a quarter of --pool-size).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    fast_budget: u64,
+    /// With --slow-dir: most bytes per second the cascade engines' demotions and
+    /// slow-tier merges write (e.g. 64M; 0 = unlimited).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    slow_write_rate: u64,
     /// RocksDB block cache (default: the DRAM the cascade engine reported, else 64M).
     #[arg(long, value_parser = parse_size)]
     block_cache: Option<u64>,
@@ -327,7 +381,8 @@ fn parse_range(s: &str) -> Result<(usize, usize), String> {
 }
 
 /// Opens engine `name` (`cascade`, `cascade-nocleaning`, `cascade-vb`, `dram-index` or
-/// `rocksdb`) in `dir`.
+/// `rocksdb`) in `dir`, with its slow tier in `opts.slow_dir` if set (the `dram-*`
+/// engines never use one).
 fn open_engine(
     name: &str,
     dir: &std::path::Path,
@@ -397,7 +452,14 @@ fn open_engine(
                 opts,
             )?))
         }
-        "rocksdb" => open_rocksdb(dir, opts.durability == Durability::Sync, block_cache),
+        "rocksdb" => open_rocksdb(
+            dir,
+            opts.durability == Durability::Sync,
+            block_cache,
+            opts.slow_dir
+                .as_deref()
+                .map(|slow| (slow, opts.effective_fast_budget())),
+        ),
         other => Err(format!(
             "unknown engine {other:?} (cascade, cascade-nocleaning, cascade-vb, cascade-plain, \
              cascade-sf, cascade-hikv, dram-index, dram-hikv, rocksdb)"
@@ -405,17 +467,21 @@ fn open_engine(
     }
 }
 
-/// Opens RocksDB in `dir` with a block cache of `block_cache` bytes.
+/// Opens RocksDB in `dir` with a block cache of `block_cache` bytes; with `slow` =
+/// (slow directory, fast budget), its SST files go to `dir` up to the budget and to
+/// the slow directory beyond it.
 #[cfg(feature = "rocksdb")]
 fn open_rocksdb(
     dir: &std::path::Path,
     sync: bool,
     block_cache: u64,
+    slow: Option<(&std::path::Path, u64)>,
 ) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
-    Ok(Box::new(cascade_bench_rocksdb::open(
+    Ok(Box::new(cascade_bench_rocksdb::open_tiered(
         dir,
         sync,
         usize::try_from(block_cache).unwrap_or(usize::MAX),
+        slow,
     )?))
 }
 
@@ -425,6 +491,7 @@ fn open_rocksdb(
     _: &std::path::Path,
     _: bool,
     _: u64,
+    _: Option<(&std::path::Path, u64)>,
 ) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
     Err("this cascade was built without RocksDB: cargo build --release -p cascade --features rocksdb".into())
 }
@@ -492,8 +559,16 @@ fn bench_settings(
         flush_when_read_only: !a.keep_faststore,
         block_size: a.block_size,
         durability,
+        fast_budget: a.fast_budget,
+        slow_write_rate: a.slow_write_rate,
         ..Options::default()
     };
+    if a.slow_dir.as_ref().is_some_and(|s| *s == a.dir) {
+        return Err(inval(
+            "--slow-dir must differ from --dir (each engine gets a subdirectory of both)"
+                .to_string(),
+        ));
+    }
     Ok((workloads, cfg, opts))
 }
 
@@ -511,6 +586,23 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
         }
         std::fs::create_dir_all(&dir)
             .map_err(|e| cascadekv::Error::io(format!("creating {}", dir.display()), e))?;
+        // The dram-* engines never flush, so never use a slow tier.
+        let slow_dir = a
+            .slow_dir
+            .as_ref()
+            .filter(|_| !name.starts_with("dram-"))
+            .map(|s| s.join(name));
+        if let Some(slow) = &slow_dir {
+            if !a.reuse {
+                let _ = std::fs::remove_dir_all(slow);
+            }
+            std::fs::create_dir_all(slow)
+                .map_err(|e| cascadekv::Error::io(format!("creating {}", slow.display()), e))?;
+        }
+        let opts = Options {
+            slow_dir,
+            ..opts.clone()
+        };
         let cache = a.block_cache.unwrap_or_else(|| {
             reports
                 .iter()
@@ -531,8 +623,11 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
                 heap_bytes_end: cascade_bench::alloc::heap_bytes() as u64,
                 rss_bytes: micro::rss_bytes(),
                 fast_tier_bytes: st.fast_tier_bytes,
+                slow_tier_bytes: st.slow_tier_bytes,
                 engine_dram_bytes: st.engine_dram_bytes,
                 write_amp: st.write_amp,
+                fast_write_amp: st.fast_write_amp,
+                slow_write_amp: st.slow_write_amp,
                 ..report::Report::default()
             });
         }
@@ -624,8 +719,12 @@ fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
     let cmd = match cmd {
         Cmd::Bench(a) => return bench(&a),
         Cmd::Serve(a) => return serve(*a),
-        Cmd::Verify { dir } => return verify(&dir),
-        Cmd::Repair { dir } => return repair(&dir),
+        Cmd::Verify { dir, slow_dir } => return verify(&dir, slow_dir),
+        Cmd::Repair {
+            dir,
+            slow_dir,
+            fast_budget,
+        } => return repair(&dir, slow_dir, fast_budget),
         other => other,
     };
     let out = std::io::stdout();
@@ -687,8 +786,16 @@ fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
 }
 
 /// `cascade verify`: findings on stdout, exit 1 if there are any.
-fn verify(dir: &std::path::Path) -> Result<i32, cascadekv::Error> {
-    let r = cascadekv::integrity::verify(dir)?;
+fn verify(dir: &std::path::Path, slow_dir: Option<PathBuf>) -> Result<i32, cascadekv::Error> {
+    let slow_arg = slow_dir
+        .as_ref()
+        .map(|s| format!(" --slow-dir {}", s.display()))
+        .unwrap_or_default();
+    let opts = Options {
+        slow_dir,
+        ..Options::default()
+    };
+    let r = cascadekv::integrity::verify_with(dir, &opts)?;
     let s = &r.stats;
     for f in &r.findings {
         println!("DAMAGED {f}");
@@ -711,7 +818,7 @@ fn verify(dir: &std::path::Path) -> Result<i32, cascadekv::Error> {
         Ok(0)
     } else {
         println!(
-            "{}: {} damaged part(s); `cascade repair --dir {}` salvages the rest",
+            "{}: {} damaged part(s); `cascade repair --dir {}{slow_arg}` salvages the rest",
             dir.display(),
             r.findings.len(),
             dir.display()
@@ -721,8 +828,17 @@ fn verify(dir: &std::path::Path) -> Result<i32, cascadekv::Error> {
 }
 
 /// `cascade repair`: the report on stdout (and in the kept damaged directory).
-fn repair(dir: &std::path::Path) -> Result<i32, cascadekv::Error> {
-    let r = cascadekv::integrity::repair(dir)?;
+fn repair(
+    dir: &std::path::Path,
+    slow_dir: Option<PathBuf>,
+    fast_budget: u64,
+) -> Result<i32, cascadekv::Error> {
+    let opts = Options {
+        slow_dir,
+        fast_budget,
+        ..Options::default()
+    };
+    let r = cascadekv::integrity::repair_with(dir, &opts)?;
     if r.kept_damaged.is_none() {
         println!("{}: no damage found, nothing changed", dir.display());
         return Ok(0);

@@ -157,6 +157,16 @@ impl Engine {
         self.poisoned.store(true, Ordering::Release);
     }
 
+    /// StableStore bytes (with their separated values) the pool keeps before demoting:
+    /// `Options::fast_budget`, or a quarter of this pool (whatever `pool_size` says: an
+    /// existing pool keeps its size).
+    pub(crate) fn fast_budget(&self) -> u64 {
+        match self.opts.fast_budget {
+            0 => self.pool.chunk_count() * self.pool.chunk_size() / 4,
+            b => b,
+        }
+    }
+
     /// `Closed` or `Poisoned` if the store takes no writes.
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {

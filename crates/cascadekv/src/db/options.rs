@@ -298,8 +298,9 @@ impl Options {
         1u64 << target.ilog2()
     }
 
-    /// Bytes of StableStore tables the pool keeps before demoting (`fast_budget`, or a
-    /// quarter of the pool for 0).
+    /// Bytes of StableStore data a new pool of `pool_size` keeps before demoting
+    /// (`fast_budget`, or a quarter of `pool_size` for 0). An open store uses its pool's
+    /// actual size instead (`Stats::fast_budget_bytes`).
     #[must_use]
     pub fn effective_fast_budget(&self) -> u64 {
         if self.fast_budget != 0 {

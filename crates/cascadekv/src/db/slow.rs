@@ -47,7 +47,7 @@ pub(crate) fn demote(e: &Engine) -> Result<bool> {
     let Some(ctx) = &e.slow else {
         return Ok(false);
     };
-    let budget = e.opts.effective_fast_budget();
+    let budget = e.fast_budget();
     let _c = e.compact_lock.lock();
     let Some(_s) = e.slow_lock.try_lock() else {
         return Ok(false);

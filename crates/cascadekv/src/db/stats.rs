@@ -167,6 +167,8 @@ pub struct Stats {
     /// Write amplification of the slow tier: bytes written there / bytes demoted into
     /// it (LightKV Fig. 9).
     pub slow_write_amplification: f64,
+    /// The fast budget in effect: `Options::fast_budget`, or a quarter of the pool.
+    pub fast_budget_bytes: u64,
     /// Compaction debt: StableStore bytes (with their separated values) over the fast
     /// budget plus slow-tier bytes in
     /// partitions due a merge or split.
@@ -248,6 +250,7 @@ impl Stats {
         n("slow_micros", self.slow_micros);
         n("slow_bytes_written", self.slow_bytes_written);
         n("slow_debt_bytes", self.slow_debt_bytes);
+        n("fast_budget_bytes", self.fast_budget_bytes);
         r.push((
             "fast_write_amplification",
             format!("{:.3}", self.fast_write_amplification),
@@ -396,10 +399,11 @@ fn slow_stats(e: &Engine, stages: &Stages, vlog_live: u64, s: &mut Stats) {
     s.slow_micros = ld(&c.slow_micros);
     s.slow_bytes_written = ld(&c.slow_bytes_written);
     if let Some(ctx) = &e.slow {
+        s.fast_budget_bytes = e.fast_budget();
         s.slow_reads = ld(&ctx.io.reads);
         s.slow_bytes_read = ld(&ctx.io.read_bytes);
         s.slow_debt_bytes = super::slow::fast_bytes(stages.stable.tables().bytes(), vlog_live)
-            .saturating_sub(e.opts.effective_fast_budget())
+            .saturating_sub(e.fast_budget())
             + crate::slowtier::compact::debt(
                 slow,
                 e.opts.slow_merge_width,

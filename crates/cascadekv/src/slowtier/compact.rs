@@ -93,10 +93,11 @@ struct Out {
 }
 
 fn finish_run(w: RunWriter, weight: u32, o: &mut Outcome) -> Result<Option<Arc<Run>>> {
-    o.written += w.bytes();
     let Some((f, lsts, filters)) = w.finish()? else {
         return Ok(None);
     };
+    // Counted once finished: the last table and the filter section are written then.
+    o.written += f.size();
     for l in &lsts {
         o.created.push(l.clone());
     }

@@ -77,11 +77,6 @@ impl RunWriter {
         })
     }
 
-    /// Bytes written to the file so far.
-    pub fn bytes(&self) -> u64 {
-        self.file.size()
-    }
-
     /// Adds an entry (keys strictly increasing). `Separated` values are not accepted:
     /// the caller resolves pool pointers first.
     ///
