@@ -138,15 +138,26 @@ fn flush_step(engine: &Engine) -> Result<()> {
 /// Demotes while StableStore is over the fast budget, then runs the slow tier's due
 /// merges, a step at a time so a stop request is seen between them.
 fn slow_step(engine: &Engine) -> Result<()> {
-    while !engine.bg.stopped() && (slow::demote(engine)? || slow::merge_step(engine)?) {
-        engine.stages.sweep();
-        engine.pool.free_released()?;
+    slow::update_pressure(engine);
+    let r = (|| {
+        while !engine.bg.stopped() && (slow::demote(engine, false)? || slow::merge_step(engine)?) {
+            engine.stages.sweep();
+            engine.pool.free_released()?;
+            slow::update_pressure(engine);
+        }
+        Ok(())
+    })();
+    // A failed step must not leave writers waiting for room it will not make.
+    if r.is_err() {
+        slow::release_writers(engine);
     }
-    Ok(())
+    r
 }
 
 fn compact_step(engine: &Engine) -> Result<()> {
+    slow::update_pressure(engine);
     compact::maintain(engine)?;
+    slow::update_pressure(engine);
     engine.stages.sweep();
     engine.pool.free_released()?;
     Ok(())

@@ -96,12 +96,10 @@ pub(crate) struct Engine {
     pub compact_lock: Mutex<()>,
     /// Serializes slow-tier changes (demotions, merges, splits).
     pub slow_lock: Mutex<()>,
-    /// What slow-tier jobs need (`None` without a slow directory). Immutable but for
-    /// its atomic counters.
+    /// What slow-tier jobs need (`None` without a slow directory): immutable but for
+    /// its atomics, its demotion cursor (under `slow_lock`) and `behind`.
     pub slow: Option<crate::slowtier::compact::Ctx>,
-    /// Where the next demotion starts (round robin over the key space); under
-    /// `slow_lock`.
-    pub demote_from: Mutex<Vec<u8>>,
+
     /// Durable record of the stages; internally locked.
     pub manifest: Manifest,
     /// How tables are cut; `ids` is an atomic counter, the rest immutable.

@@ -235,6 +235,17 @@ impl Db {
                     continue;
                 }
             }
+            // The slow tier is behind and the pool nearly full: wait for demotion to
+            // make room (`db/slow.rs`) rather than fill the pool.
+            if slow::behind(e) && !e.poisoned.load(Ordering::Acquire) {
+                let t = *stalled.get_or_insert_with(Instant::now);
+                stall_guard.get_or_insert_with(crate::priority::StallGuard::new);
+                drop(stages);
+                e.bg.wake();
+                let waited = crate::coding::micros(t.elapsed());
+                std::thread::sleep(Duration::from_micros((waited / 4).clamp(20, 2000)));
+                continue;
+            }
             stall_guard = None;
             if let Some(t) = stalled.take() {
                 let waited = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -365,7 +376,7 @@ impl Db {
         self.engine.check_open()?;
         let mut done = compact::compact_now(&self.engine)?;
         // With a slow tier: demote what is over the fast budget, then every due merge.
-        while slow::demote(&self.engine)? || slow::merge_step(&self.engine)? {
+        while slow::demote(&self.engine, true)? || slow::merge_step(&self.engine)? {
             done = true;
         }
         self.engine.stages.sweep();

@@ -128,7 +128,6 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         compact_lock: Mutex::new(()),
         slow_lock: Mutex::new(()),
         slow: slow_ctx,
-        demote_from: Mutex::new(Vec::new()),
         manifest,
         topts,
         lsns: Lsns::new(max_lsn + 1),
@@ -184,6 +183,8 @@ fn slow_ctx(
                 rate: opts.slow_write_rate,
             },
             io,
+            demote_from: Mutex::new(Vec::new()),
+            behind: AtomicBool::new(false),
         })
 }
 

@@ -38,28 +38,65 @@ pub(crate) fn fast_bytes(stable_tables: u64, vlog_live: u64) -> u64 {
     stable_tables + vlog_live
 }
 
+/// Sets `Ctx::behind` (StableStore with its values is over the fast budget), which
+/// [`behind`] combines with the pool's fill. Called by the compaction and slow-tier
+/// threads each round and after each slow-tier step.
+pub(crate) fn update_pressure(e: &Engine) {
+    if let Some(ctx) = &e.slow {
+        let stable = e.stages.load().stable.tables().bytes();
+        let over = fast_bytes(stable, e.manifest.live_value_bytes()) > e.fast_budget();
+        ctx.behind.store(over, Ordering::Release);
+    }
+}
+
+/// True while a writer should wait for demotion: StableStore is over the fast budget
+/// (so demotion can make room) and the pool is more than half full (flushes,
+/// compactions and cleaning need free chunks too). A writer that went on would meet a
+/// full pool although the slow tier has space. The pool's fill is read by the writer
+/// itself, and only past the budget: it changes faster than the background threads'
+/// rounds.
+pub(crate) fn behind(e: &Engine) -> bool {
+    e.slow
+        .as_ref()
+        .is_some_and(|c| c.behind.load(Ordering::Acquire))
+        && e.pool.used_bytes().saturating_mul(2) > e.pool.chunk_count() * e.pool.chunk_size()
+}
+
+/// Lets writers go: a failed slow-tier step will not make the room they wait for.
+pub(crate) fn release_writers(e: &Engine) {
+    if let Some(c) = &e.slow {
+        c.behind.store(false, Ordering::Release);
+    }
+}
+
 /// Smallest demotion batch.
 const MIN_BATCH: u64 = 8 << 20;
 
 /// Demotes one batch of StableStore tables if StableStore is over the fast budget.
-/// Returns false if there was nothing to do (or a slow-tier merge is running).
-pub(crate) fn demote(e: &Engine) -> Result<bool> {
+/// Returns false if there was nothing to do, or — unless `wait` (`Db::compact`) — a
+/// slow-tier merge holds `slow_lock` (the background thread then merges first).
+pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
     let Some(ctx) = &e.slow else {
         return Ok(false);
     };
     let budget = e.fast_budget();
     let _c = e.compact_lock.lock();
-    let Some(_s) = e.slow_lock.try_lock() else {
-        return Ok(false);
+    let _s = if wait {
+        e.slow_lock.lock()
+    } else {
+        match e.slow_lock.try_lock() {
+            Some(g) => g,
+            None => return Ok(false),
+        }
     };
     let start = Instant::now();
     let stages = e.stages.load_full();
     let stable = stages.stable.tables();
-    let retained = e.manifest.state().retained;
-    let fast = fast_bytes(stable.bytes(), retained.live_bytes());
+    let fast = fast_bytes(stable.bytes(), e.manifest.live_value_bytes());
     if fast <= budget {
         return Ok(false);
     }
+    let retained = e.manifest.state().retained;
     // Down to 15/16 of the budget, at most one batch at a time; in table bytes, with
     // the separated values in the same proportion as over all of StableStore.
     let want = (fast - budget + budget / 16).min((budget / 8).max(MIN_BATCH));
@@ -68,7 +105,7 @@ pub(crate) fn demote(e: &Engine) -> Result<bool> {
             .unwrap_or(u64::MAX)
             .max(1);
     let tables: Vec<&Arc<Lst>> = stable.tables().collect();
-    let mut from = e.demote_from.lock();
+    let mut from = ctx.demote_from.lock();
     let mut first = tables.partition_point(|l| *l.min_key < **from);
     if first >= tables.len() {
         first = 0;

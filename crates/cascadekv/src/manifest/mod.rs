@@ -163,6 +163,11 @@ impl Manifest {
         self.log.lock().state.clone()
     }
 
+    /// Live bytes of the retained value segments (without copying the state).
+    pub fn live_value_bytes(&self) -> u64 {
+        self.log.lock().state.retained.live_bytes()
+    }
+
     /// Makes `e` durable, then applies it. Starts a new manifest log (a snapshot of
     /// the state after `e`) at the first edit and whenever the log has grown past
     /// [`ROTATE_BYTES`]; the previous log is freed once the new one is durable.

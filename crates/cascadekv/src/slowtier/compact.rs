@@ -34,7 +34,7 @@ use crate::vlog::segments::DeadTally;
 use crate::vlog::RetainedSegments;
 
 /// What a slow-tier job needs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Ctx {
     /// The slow directory.
     pub dir: PathBuf,
@@ -48,6 +48,13 @@ pub(crate) struct Ctx {
     pub pace: Pace,
     /// Read counters of the store's slow-tier files.
     pub io: Arc<SlowIo>,
+    /// Where the next demotion starts (round robin over the key space); taken under
+    /// `Engine::slow_lock`.
+    pub demote_from: parking_lot::Mutex<Vec<u8>>,
+    /// StableStore (with its values) is over the fast budget: writers then wait while
+    /// the pool is over half full, so demotion can make room (`db/slow.rs`). Set by
+    /// the background threads, read by writers (Release/Acquire).
+    pub behind: std::sync::atomic::AtomicBool,
 }
 
 impl Ctx {
