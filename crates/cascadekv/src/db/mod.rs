@@ -226,24 +226,16 @@ impl Db {
                         });
                     }
                 } else {
-                    let t = *stalled.get_or_insert_with(Instant::now);
-                    stall_guard.get_or_insert_with(crate::priority::StallGuard::new);
                     drop(stages);
-                    e.bg.wake();
-                    let waited = crate::coding::micros(t.elapsed());
-                    std::thread::sleep(Duration::from_micros((waited / 4).clamp(20, 2000)));
+                    stall_a_little(e, &mut stalled, &mut stall_guard);
                     continue;
                 }
             }
-            // The slow tier is behind and the pool nearly full: wait for demotion to
+            // The slow tier is behind and the pool half full: wait for demotion to
             // make room (`db/slow.rs`) rather than fill the pool.
             if slow::behind(e) && !e.poisoned.load(Ordering::Acquire) {
-                let t = *stalled.get_or_insert_with(Instant::now);
-                stall_guard.get_or_insert_with(crate::priority::StallGuard::new);
                 drop(stages);
-                e.bg.wake();
-                let waited = crate::coding::micros(t.elapsed());
-                std::thread::sleep(Duration::from_micros((waited / 4).clamp(20, 2000)));
+                stall_a_little(e, &mut stalled, &mut stall_guard);
                 continue;
             }
             stall_guard = None;
@@ -453,4 +445,19 @@ impl Drop for Db {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// One wait of a stalled writer: wakes the background threads (at normal priority
+/// while `guard` is held, `priority.rs`) and sleeps a quarter of the time waited so
+/// far, 20 µs to 2 ms; `stalled` keeps when the stall began.
+fn stall_a_little(
+    e: &Engine,
+    stalled: &mut Option<Instant>,
+    guard: &mut Option<crate::priority::StallGuard>,
+) {
+    let t = *stalled.get_or_insert_with(Instant::now);
+    guard.get_or_insert_with(crate::priority::StallGuard::new);
+    e.bg.wake();
+    let waited = crate::coding::micros(t.elapsed());
+    std::thread::sleep(Duration::from_micros((waited / 4).clamp(20, 2000)));
 }
