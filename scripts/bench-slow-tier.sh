@@ -63,15 +63,21 @@ PY
     done
     ;;
 5)
-    echo "### Recovery: reopen a store holding 5x its fast budget (1 KB values)"
+    echo "### Recovery: reopen a store holding 5x its fast budget (1 KB values), then YCSB C"
     rm -rf "$FAST" "$SLOW"; mkdir -p "$SLOW"
     "$BIN" bench --engine cascade,rocksdb --num 1000000 --threads 2 --value-size 1000 \
         --faststore-capacity 256M --fast-budget 200M --workloads load,settle \
         --dir "$FAST" --slow-dir "$SLOW" --quiet >/dev/null 2>&1
-    echo '```'; echo "$ cascade bench --reuse --engine cascade,rocksdb --workloads readrandom ..."; echo '```'
+    echo '```'; echo "$ cascade bench --reuse --engine cascade,rocksdb --workloads c ..."; echo '```'
     "$BIN" bench --reuse --engine cascade,rocksdb --num 1000000 --ops 300000 --threads 2 \
-        --value-size 1000 --faststore-capacity 256M --fast-budget 200M --workloads readrandom \
-        --dir "$FAST" --slow-dir "$SLOW" --quiet 2>/dev/null | grep '^|'
+        --value-size 1000 --faststore-capacity 256M --fast-budget 200M --workloads c \
+        --dir "$FAST" --slow-dir "$SLOW" --quiet --json /tmp/slow-open.json 2>/dev/null | grep '^|'
+    python3 - <<'PY'
+import json
+for r in json.load(open('/tmp/slow-open.json')):
+    if r['workload'] == 'open':
+        print(f"open {r['engine']}: {r['seconds'] * 1000:.0f} ms")
+PY
     echo
     ;;
 esac
