@@ -21,6 +21,7 @@ use std::ops::Bound;
 
 use super::snapshot::Snapshot;
 use crate::error::Result;
+use crate::slowtier::tier::clip;
 use crate::value::{Value, ValuePtr};
 use crate::vlog;
 
@@ -143,6 +144,10 @@ impl<'a> DbIter<'a> {
             .chain(std::iter::once(stages.stable.tables()));
         for set in tables {
             let mut out = Vec::new();
+            // Entries beyond a stop an earlier stage reported are not handed out by
+            // this refill: do not collect (and copy) them.
+            let c = cutoff.clone();
+            let (lo, hi) = clip(dir == Dir::Forward, lo, hi, c.as_deref());
             let last = match dir {
                 Dir::Forward => set.collect_range(lo, hi, self.batch, &mut out)?,
                 Dir::Backward => set.collect_range_rev(lo, hi, self.batch, &mut out)?,

@@ -30,6 +30,33 @@ use crate::error::Result;
 use crate::table::{Lst, TableSet};
 use crate::value::{Value, ValueRef};
 
+/// `(lo, hi)` narrowed to end at `cutoff` (inclusive) in the scan's direction: a scan
+/// batch hands out nothing past the nearest stop an earlier stage or run reported
+/// (`db/iter.rs`), so later ones need not collect (and copy) it.
+pub(crate) fn clip<'b>(
+    forward: bool,
+    lo: Bound<&'b [u8]>,
+    hi: Bound<&'b [u8]>,
+    cutoff: Option<&'b [u8]>,
+) -> (Bound<&'b [u8]>, Bound<&'b [u8]>) {
+    let Some(c) = cutoff else {
+        return (lo, hi);
+    };
+    if forward {
+        let inside = match hi {
+            Bound::Unbounded => true,
+            Bound::Included(h) | Bound::Excluded(h) => c < h,
+        };
+        (lo, if inside { Bound::Included(c) } else { hi })
+    } else {
+        let inside = match lo {
+            Bound::Unbounded => true,
+            Bound::Included(l) | Bound::Excluded(l) => c > l,
+        };
+        (if inside { Bound::Included(c) } else { lo }, hi)
+    }
+}
+
 /// Entries of one run a scan collected, in scan order.
 pub type SortedRun = Vec<(Box<[u8]>, Value)>;
 
@@ -219,6 +246,9 @@ impl SlowTier {
             }
             for r in &self.parts[i].runs {
                 let mut out = Vec::new();
+                // Nothing past the cutoff is handed out by this batch: stop there.
+                let c = cutoff.clone();
+                let (lo, hi) = clip(forward, lo, hi, c.as_deref());
                 let stop = if forward {
                     r.tables.collect_range(lo, hi, max, &mut out)?
                 } else {

@@ -87,6 +87,26 @@ impl Fences {
     }
 
     /// DRAM this copy takes.
+    /// Position of the block that may hold `key` (the last whose first key is `<=
+    /// key`); `None` if `key` sorts before the first block.
+    pub(crate) fn position(&self, key: &[u8]) -> Option<usize> {
+        let pfx = self.keys.get(..self.slices.prefix_len()).unwrap_or(&[]);
+        self.slices
+            .count_below(pfx, key, true, |i| self.key(i))
+            .checked_sub(1)
+    }
+
+    /// Number of data blocks.
+    pub(crate) fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Offset and units of data block `i` (`i < len`).
+    pub(crate) fn block(&self, i: usize) -> Option<(u64, u8)> {
+        let b = *self.blocks.get(i)?;
+        Some((b >> 8, (b & 0xff) as u8))
+    }
+
     pub(crate) fn dram_bytes(&self) -> usize {
         self.keys.len() + self.ends.len() * (4 + 8) + self.slices.dram_bytes() + 4 * 16
     }

@@ -414,29 +414,25 @@ impl Lst {
         lo: Option<&[u8]>,
         mut f: impl FnMut(&[u8], ValueRef<'_>) -> bool,
     ) -> Result<()> {
+        // The DRAM copy of the index block (`fences.rs`): a scan reads data blocks
+        // only — one `pread` fewer per slow-tier table and no index CRC per scan.
         let ioff = u64::from(self.index_off);
-        let (mut ibuf, mut buf, mut vbuf) = (Vec::new(), Vec::new(), Vec::new());
-        let idx = self.index(&mut ibuf)?;
-        let start = match lo {
-            Some(k) => idx
-                .child_for(k)
-                .ok_or_else(|| self.undecodable(ioff))?
-                .unwrap_or(0),
-            None => 0,
-        };
-        for i in start..idx.count() {
-            let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(e.addr, e.units, BlockKind::Data, &mut buf)?;
+        let (mut buf, mut vbuf) = (Vec::new(), Vec::new());
+        let fences = self.fences()?;
+        let start = lo.and_then(|k| fences.position(k)).unwrap_or(0);
+        for i in start..fences.len() {
+            let (addr, units) = fences.block(i).ok_or_else(|| self.undecodable(ioff))?;
+            let data = self.block(addr, units, BlockKind::Data, &mut buf)?;
             let from = match lo {
                 Some(k) if i == start => {
-                    match data.search(k).ok_or_else(|| self.undecodable(e.addr))? {
+                    match data.search(k).ok_or_else(|| self.undecodable(addr))? {
                         Ok(j) | Err(j) => j,
                     }
                 }
                 _ => 0,
             };
             for j in from..data.count() {
-                let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
+                let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
                 if !f(k, self.resolve(v, &mut vbuf)?) {
                     return Ok(());
                 }
@@ -454,25 +450,25 @@ impl Lst {
         mut f: impl FnMut(&[u8], ValueRef<'_>) -> bool,
     ) -> Result<()> {
         let ioff = u64::from(self.index_off);
-        let (mut ibuf, mut buf, mut vbuf) = (Vec::new(), Vec::new(), Vec::new());
-        let idx = self.index(&mut ibuf)?;
+        let (mut buf, mut vbuf) = (Vec::new(), Vec::new());
+        let fences = self.fences()?;
         let last = match hi {
-            Some(k) => match idx.child_for(k).ok_or_else(|| self.undecodable(ioff))? {
+            Some(k) => match fences.position(k) {
                 Some(i) => i,
                 None => return Ok(()),
             },
-            None => match idx.count().checked_sub(1) {
+            None => match fences.len().checked_sub(1) {
                 Some(i) => i,
                 None => return Ok(()),
             },
         };
         for i in (0..=last).rev() {
-            let e = idx.index_at(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(e.addr, e.units, BlockKind::Data, &mut buf)?;
+            let (addr, units) = fences.block(i).ok_or_else(|| self.undecodable(ioff))?;
+            let data = self.block(addr, units, BlockKind::Data, &mut buf)?;
             // Entries before `end` (exclusive) are inside the bound.
             let end = match hi {
                 Some(k) if i == last => {
-                    match data.search(k).ok_or_else(|| self.undecodable(e.addr))? {
+                    match data.search(k).ok_or_else(|| self.undecodable(addr))? {
                         Ok(j) if !exclusive => j + 1,
                         Ok(j) | Err(j) => j,
                     }
@@ -480,7 +476,7 @@ impl Lst {
                 _ => data.count(),
             };
             for j in (0..end).rev() {
-                let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(e.addr))?;
+                let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
                 if !f(k, self.resolve(v, &mut vbuf)?) {
                     return Ok(());
                 }
