@@ -118,54 +118,56 @@ impl<'a> DbIter<'a> {
             ),
         };
         let mut cutoff: Option<Box<[u8]>> = None;
-        // One sorted run per stage, newest stage first.
-        let mut runs: Vec<Vec<(Box<[u8]>, Value)>> = Vec::new();
         let stages = &self.snap.stages;
-        for fs in stages.fast() {
-            let mut out = Vec::new();
-            let (idx, snap, max) = (fs.index(), self.snap.epoch, self.batch);
-            let last = match dir {
-                Dir::Forward => idx.collect_range(lo, hi, snap, max, &mut out),
-                Dir::Backward => idx.collect_range_rev(lo, hi, snap, max, &mut out),
-            };
-            tighten(dir, &mut cutoff, last);
-            if !out.is_empty() {
-                runs.push(
-                    out.into_iter()
-                        .map(|(k, v)| (k, v.val.into_value()))
-                        .collect(),
-                );
-            }
-        }
-        let tables = stages
-            .buffer
-            .iter()
-            .map(|t| &t.tables)
-            .chain(std::iter::once(stages.stable.tables()));
+        let forward = dir == Dir::Forward;
+        // Stages are read largest first (the slow tier, StableStore, buffer-trees from
+        // the oldest, FastStores from the oldest): the first that fills its batch sets
+        // the stop, and every later one collects nothing past it. They are merged
+        // newest first.
+        let mut slow_runs = Vec::new();
+        stages
+            .slow
+            .collect(lo, hi, self.batch, forward, &mut slow_runs, &mut cutoff)?;
+        let mut table_runs = Vec::new();
+        let tables = std::iter::once(stages.stable.tables())
+            .chain(stages.buffer.iter().rev().map(|t| &t.tables));
         for set in tables {
             let mut out = Vec::new();
-            // Entries beyond a stop an earlier stage reported are not handed out by
-            // this refill: do not collect (and copy) them.
             let c = cutoff.clone();
-            let (lo, hi) = clip(dir == Dir::Forward, lo, hi, c.as_deref());
+            let (lo, hi) = clip(forward, lo, hi, c.as_deref());
             let last = match dir {
                 Dir::Forward => set.collect_range(lo, hi, self.batch, &mut out)?,
                 Dir::Backward => set.collect_range_rev(lo, hi, self.batch, &mut out)?,
             };
             tighten(dir, &mut cutoff, last);
-            if !out.is_empty() {
-                runs.push(out);
-            }
+            table_runs.push(out);
         }
-        // The slow tier last: its runs, newest first within each partition.
-        stages.slow.collect(
-            lo,
-            hi,
-            self.batch,
-            dir == Dir::Forward,
-            &mut runs,
-            &mut cutoff,
-        )?;
+        let fast: Vec<_> = stages.fast().collect();
+        let mut fast_runs = Vec::new();
+        for fs in fast.iter().rev() {
+            let mut out = Vec::new();
+            let (idx, snap, max) = (fs.index(), self.snap.epoch, self.batch);
+            let c = cutoff.clone();
+            let (lo, hi) = clip(forward, lo, hi, c.as_deref());
+            let last = match dir {
+                Dir::Forward => idx.collect_range(lo, hi, snap, max, &mut out),
+                Dir::Backward => idx.collect_range_rev(lo, hi, snap, max, &mut out),
+            };
+            tighten(dir, &mut cutoff, last);
+            fast_runs.push(
+                out.into_iter()
+                    .map(|(k, v)| (k, v.val.into_value()))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        // Newest first: FastStores, buffer-trees, StableStore, the slow tier.
+        let runs: Vec<Vec<(Box<[u8]>, Value)>> = fast_runs
+            .into_iter()
+            .rev()
+            .chain(table_runs.into_iter().rev())
+            .filter(|r| !r.is_empty())
+            .chain(slow_runs)
+            .collect();
         let merged = merge_runs(runs, dir);
         self.deliver(dir, merged, cutoff.as_deref());
         Ok(())

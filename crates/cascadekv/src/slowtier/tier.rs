@@ -202,9 +202,9 @@ impl SlowTier {
     }
 
     /// Appends to `runs` one sorted run per slow-tier run with entries in `(lo, hi)`,
-    /// newest first within a partition, each at most `max` entries; partitions are
-    /// visited in scan direction (`forward`) and the walk stops at the first one that
-    /// begins past `cutoff`. Returns the tightest stop (as `collect_range` does), to
+    /// newest first within a partition, each at most `max` entries and none past
+    /// `cutoff`; partitions are visited in scan direction (`forward`) and the walk stops
+    /// at the first one that begins past `cutoff`. Returns the tightest stop (as `collect_range` does), to
     /// be merged into the caller's cutoff.
     pub fn collect(
         &self,
@@ -244,7 +244,10 @@ impl SlowTier {
             if beyond {
                 break;
             }
-            for r in &self.parts[i].runs {
+            // Oldest (largest) run first: it sets the tightest stop, so the newer ones
+            // collect less; they are handed to the merge newest first.
+            let mut part_runs = Vec::new();
+            for r in self.parts[i].runs.iter().rev() {
                 let mut out = Vec::new();
                 // Nothing past the cutoff is handed out by this batch: stop there.
                 let c = cutoff.clone();
@@ -264,9 +267,10 @@ impl SlowTier {
                     }
                 }
                 if !out.is_empty() {
-                    runs.push(out);
+                    part_runs.push(out);
                 }
             }
+            runs.extend(part_runs.into_iter().rev());
         }
         Ok(())
     }
