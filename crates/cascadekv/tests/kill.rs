@@ -19,7 +19,8 @@
 //!
 //! `KILL_CYCLES` (default 50) sets the number of kill/verify cycles, `KILL_SEED` the
 //! seed of the parent's and children's random choices (kill times stay
-//! timing-dependent), `KILL_TRACE=1` prints one timing line per cycle. On failure the
+//! timing-dependent; an even seed also gives the store a slow tier), `KILL_TRACE=1`
+//! prints one timing line per cycle. On failure the
 //! store and oracle are kept and their path printed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -55,11 +56,16 @@ const ACK: u8 = 2;
 const OP_PUT: u8 = 1;
 const OP_DEL: u8 = 2;
 
-/// Small stages so that kills land during flushes and compactions too, and a slow
-/// tier under a 64 KiB fast budget with merges of two runs, so they also land during
-/// demotions, slow-tier merges and the slow tier's part of recovery (issue #14).
+/// Marker file: this run's store has a slow tier (the parent decides by its seed, the
+/// child reads it, so both open the store with the same options).
+const SLOW_MARKER: &str = "slow-tier";
+
+/// Small stages so that kills land during flushes and compactions too. Runs with an
+/// even seed add a slow tier under a 64 KiB fast budget with merges of two runs, so
+/// kills also land during demotions, slow-tier merges and the slow tier's part of
+/// recovery (issue #14); odd seeds keep everything in the pool.
 fn options(root: &Path) -> Options {
-    Options {
+    let base = Options {
         pool_size: 256 << 20,
         chunk_size: 256 << 10,
         faststore_capacity: 256 << 10,
@@ -67,12 +73,18 @@ fn options(root: &Path) -> Options {
         block_size: 256,
         table_max_bytes: 4096,
         buffer_trees_write_heavy: 2,
+        ..Options::default()
+    };
+    if !root.join(SLOW_MARKER).exists() {
+        return base;
+    }
+    Options {
         slow_dir: Some(root.join("slow")),
         fast_budget: 64 << 10,
         slow_block_size: 512,
         slow_merge_width: 2,
         slow_partition_bytes: 1 << 20,
-        ..Options::default()
+        ..base
     }
 }
 
@@ -726,6 +738,9 @@ fn kill_child_at_random_moments() {
     let root = std::env::temp_dir().join(format!("ckv-kill-{}-{seed:016x}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("create the test directory");
+    if seed.is_multiple_of(2) {
+        std::fs::write(root.join(SLOW_MARKER), b"").expect("create the slow-tier marker");
+    }
     match run(&root, cycles, seed) {
         Ok(()) => {
             let _ = std::fs::remove_dir_all(&root);
@@ -750,8 +765,13 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     let mut last = Totals::default();
     let (mut inflight_kept, mut inflight_dropped, mut batches) = (0u64, 0u64, 0u64);
     eprintln!(
-        "kill test: {cycles} cycles, seed {seed}, dir {}",
-        root.display()
+        "kill test: {cycles} cycles, seed {seed}, dir {}, slow tier {}",
+        root.display(),
+        if root.join(SLOW_MARKER).exists() {
+            "on"
+        } else {
+            "off"
+        }
     );
     let mut max_tables = 0u64;
     let (mut max_slow_files, mut demoted) = (0u64, false);
@@ -842,7 +862,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         db.close()
             .map_err(|e| fail(format!("closing the verified store: {e}")))?;
         drop(db);
-        check_slow_files(&store, root).map_err(&fail)?;
+        if root.join(SLOW_MARKER).exists() {
+            check_slow_files(&store, root).map_err(&fail)?;
+        }
         if std::env::var_os("KILL_TRACE").is_some() {
             let child_says =
                 std::fs::read_to_string(&marker).unwrap_or_else(|_| "not opened".into());
@@ -885,7 +907,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     if cycles >= 10 && max_tables == 0 {
         return Err("no flush ever reached the manifest: kills never landed amid stages".into());
     }
-    if cycles >= 10 && !demoted {
+    if cycles >= 10 && !demoted && root.join(SLOW_MARKER).exists() {
         return Err("no recovery found slow-tier data: kills never landed amid demotions".into());
     }
     eprintln!(
