@@ -67,7 +67,7 @@ pub(crate) struct Stages {
 
 impl Stages {
     /// FastStores, newest first.
-    pub fn fast(&self) -> impl Iterator<Item = &Arc<FastStore>> {
+    pub fn fast(&self) -> impl DoubleEndedIterator<Item = &Arc<FastStore>> {
         std::iter::once(&self.active).chain(self.immutable.iter())
     }
 }

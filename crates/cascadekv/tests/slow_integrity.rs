@@ -28,19 +28,7 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{i:08}").into_bytes()
 }
 
-/// Small inline, separated, and every 500th a value too large for a slow-tier block
-/// (a blob in the file).
-fn value(i: u64, round: u64) -> Vec<u8> {
-    let len = match i % 10 {
-        0..=5 => 20,
-        6..=8 => 600,
-        _ if i % 500 == 9 => 300_000,
-        _ => 3000,
-    };
-    let mut v = format!("v{i}-r{round}-").into_bytes();
-    v.resize(len, b'a' + (i % 26) as u8);
-    v
-}
+use slowdirs::mixed_value as value;
 
 /// Writes N keys, then twice overwrites some and deletes others (newer runs over the
 /// first in the slow tier's partitions), compacting after each round; closes cleanly.

@@ -22,19 +22,7 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{:08}", (i * 7919) % 100_000).into_bytes()
 }
 
-/// Values of several kinds: small inline, separated (over the inline threshold) and,
-/// every 500th, one too large for a slow-tier block (a blob).
-fn value(i: u64, round: u64) -> Vec<u8> {
-    let len = match i % 10 {
-        0..=5 => 20,
-        6..=8 => 600,
-        _ if i % 500 == 9 => 300_000,
-        _ => 3000,
-    };
-    let mut v = format!("v{i}-r{round}-").into_bytes();
-    v.resize(len, b'a' + (i % 26) as u8);
-    v
-}
+use slowdirs::mixed_value as value;
 
 fn check(db: &Db, model: &Model, deleted: &[Vec<u8>]) -> cascadekv::Result<()> {
     for (k, v) in model {

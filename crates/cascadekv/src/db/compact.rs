@@ -130,7 +130,7 @@ fn pick_victims(e: &Engine, stages: &Stages, with_trees: bool) -> BTreeSet<u64> 
         free_fraction: ratio(e.pool.free_chunk_count(), total),
         idle: e.load.idle(),
     };
-    let retained = e.manifest.state().retained;
+    let retained = e.manifest.retained();
     // Which tables point where is worked out only for segments dead enough to be
     // picked: walking every table's segment list is the costly part (perf of YCSB D,
     // 1 KB values: 5 % of all CPU time, every 50 ms round, with nothing to clean).
@@ -210,7 +210,7 @@ fn run(
         },
         stable: stages.stable.clone(),
         slow: stages.slow.clone(),
-        retained: e.manifest.state().retained,
+        retained: e.manifest.retained(),
         pool: e.pool.clone(),
         topts: e.topts.clone(),
         threads: e.opts.compaction_threads,

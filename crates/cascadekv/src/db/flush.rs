@@ -41,7 +41,7 @@ pub(crate) fn flush_oldest(e: &Engine) -> Result<bool> {
     };
     let start = Instant::now();
     let built = bufferstore::build(&e.pool, &e.topts, &fs)?;
-    let seq = e.manifest.state().next_tree_seq;
+    let seq = e.manifest.next_tree_seq();
     e.manifest.apply(&Edit::Flush {
         generation: fs.generation(),
         tree_seq: seq,

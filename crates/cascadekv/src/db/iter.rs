@@ -142,9 +142,8 @@ impl<'a> DbIter<'a> {
             tighten(dir, &mut cutoff, last);
             table_runs.push(out);
         }
-        let fast: Vec<_> = stages.fast().collect();
         let mut fast_runs = Vec::new();
-        for fs in fast.iter().rev() {
+        for fs in stages.fast().rev() {
             let mut out = Vec::new();
             let (idx, snap, max) = (fs.index(), self.snap.epoch, self.batch);
             let c = cutoff.clone();

@@ -101,7 +101,7 @@ pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
     if fast <= budget {
         return Ok(false);
     }
-    let retained = e.manifest.state().retained;
+    let retained = e.manifest.retained();
     // Down to 15/16 of the budget, one batch at a time; in table bytes, with
     // the separated values in the same proportion as over all of StableStore.
     let want = (fast - budget + budget / 16).min((budget / 4).clamp(MIN_BATCH, MAX_BATCH));

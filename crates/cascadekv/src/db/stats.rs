@@ -295,7 +295,7 @@ impl Db {
         let stages = e.stages.load();
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let (reads, writes) = e.load.totals();
-        let mstate = e.manifest.state();
+        let retained = e.manifest.retained();
         let mut s = Stats {
             active_generation: stages.active.generation(),
             immutable_faststores: stages.immutable.len() as u64,
@@ -304,10 +304,9 @@ impl Db {
             stable_entries: stages.stable.tables().entries(),
             stable_bytes: stages.stable.tables().bytes(),
             stable_dram_bytes: stages.stable.tables().dram_bytes(),
-            vlog_segments: mstate.retained.len() as u64,
-            vlog_bytes: mstate.retained.iter().map(|(_, u)| u.span).sum::<u64>()
-                * e.pool.chunk_size(),
-            vlog_live_bytes: mstate.retained.live_bytes(),
+            vlog_segments: retained.len() as u64,
+            vlog_bytes: retained.iter().map(|(_, u)| u.span).sum::<u64>() * e.pool.chunk_size(),
+            vlog_live_bytes: retained.live_bytes(),
             vlog_cleanings: ld(&c.cleanings),
             vlog_cleaned_bytes: ld(&c.cleaned_value_bytes),
             vlog_clean_micros: ld(&c.clean_micros),
@@ -352,7 +351,7 @@ impl Db {
             scrub_last_error: e.scrub.last_error.lock().clone(),
             ..Stats::default()
         };
-        slow_stats(e, &stages, mstate.retained.live_bytes(), &mut s);
+        slow_stats(e, &stages, retained.live_bytes(), &mut s);
         for fs in stages.fast() {
             s.faststore_entries += fs.index().len() as u64;
             s.faststore_dram_bytes += fs.dram_bytes();

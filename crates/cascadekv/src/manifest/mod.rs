@@ -158,9 +158,16 @@ impl Manifest {
         }
     }
 
-    /// A copy of the current state.
-    pub fn state(&self) -> ManifestState {
-        self.log.lock().state.clone()
+    /// A copy of the retained value segments only: the whole state also holds every
+    /// table's metadata (the slow tier's included), which the compaction thread's
+    /// rounds, jobs and statistics do not need.
+    pub fn retained(&self) -> crate::vlog::RetainedSegments {
+        self.log.lock().state.retained.clone()
+    }
+
+    /// The next buffer-tree sequence number.
+    pub fn next_tree_seq(&self) -> u64 {
+        self.log.lock().state.next_tree_seq
     }
 
     /// Live bytes of the retained value segments (without copying the state).

@@ -55,3 +55,18 @@ pub fn opts(slow: &Path, width: usize, part_bytes: u64) -> Options {
         ..Options::default()
     }
 }
+
+/// Values of several kinds for key number `i` of write round `round`: small inline
+/// (60 %), separated (30 %, over the inline threshold), and, every 500th key ending in
+/// 9, one too large for a slow-tier block (a blob in the file); 3000 B otherwise.
+pub fn mixed_value(i: u64, round: u64) -> Vec<u8> {
+    let len = match i % 10 {
+        0..=5 => 20,
+        6..=8 => 600,
+        _ if i % 500 == 9 => 300_000,
+        _ => 3000,
+    };
+    let mut v = format!("v{i}-r{round}-").into_bytes();
+    v.resize(len, b'a' + (i % 26) as u8);
+    v
+}
