@@ -58,6 +58,7 @@ mod faststore;
 pub mod integrity;
 mod log;
 mod manifest;
+mod placement;
 mod pmem;
 mod priority;
 mod slowtier;
@@ -67,7 +68,10 @@ mod table;
 mod value;
 mod vlog;
 
-pub use db::{BatchOp, Db, DbIter, Durability, Options, RecoveryInfo, Snapshot, Stats, WriteBatch};
+pub use db::{
+    BatchOp, Db, DbIter, DemotionPolicy, Durability, Options, RecoveryInfo, Snapshot, Stats,
+    WriteBatch,
+};
 pub use error::{Error, Result};
 pub use faststore::set_thread_log_slot;
 pub use pmem::sim::{CrashMode, FenceHook, SimDevice};

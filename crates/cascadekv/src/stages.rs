@@ -230,20 +230,26 @@ impl StageSet {
     }
 
     /// Installs a slow-tier change: StableStore loses the tables with ids in
-    /// `removed` (a demotion) and `tier` builds the next slow tier from the current
-    /// one. The caller serializes slow-tier changes (`Engine::slow_lock`), so `tier`
-    /// sees every earlier one.
-    pub fn install_slow(&self, removed: &HashSet<u64>, tier: impl FnOnce(&SlowTier) -> SlowTier) {
+    /// `removed` (a demotion) and gains `added` (the entries a demotion pinned in the
+    /// fast tier), and `tier` builds the next slow tier from the current one. The
+    /// caller serializes slow-tier changes (`Engine::slow_lock`), so `tier` sees every
+    /// earlier one.
+    pub fn install_slow(
+        &self,
+        removed: &HashSet<u64>,
+        added: Vec<Arc<Lst>>,
+        tier: impl FnOnce(&SlowTier) -> SlowTier,
+    ) {
         let _g = self.lock.lock();
         let cur = self.current.load();
         let next = Stages {
             active: cur.active.clone(),
             immutable: cur.immutable.clone(),
             buffer: cur.buffer.clone(),
-            stable: if removed.is_empty() {
+            stable: if removed.is_empty() && added.is_empty() {
                 cur.stable.clone()
             } else {
-                Arc::new(cur.stable.with_compaction(removed, []))
+                Arc::new(cur.stable.with_compaction(removed, added))
             },
             slow: Arc::new(tier(&cur.slow)),
         };

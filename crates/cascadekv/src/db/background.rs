@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::engine::Engine;
 use super::load::LoadMode;
-use super::{compact, flush, slow};
+use super::{compact, flush, promote, slow};
 use crate::error::{Error, Result};
 
 const WINDOW: Duration = Duration::from_millis(50);
@@ -136,11 +136,16 @@ fn flush_step(engine: &Engine) -> Result<()> {
 }
 
 /// Demotes while StableStore is over the fast budget, then runs the slow tier's due
-/// merges, a step at a time so a stop request is seen between them.
+/// merges, then promotions while the read trigger wants them (`promote.rs`), a step
+/// at a time so a stop request is seen between them.
 fn slow_step(engine: &Engine) -> Result<()> {
     slow::update_pressure(engine);
     let r = (|| {
-        while !engine.bg.stopped() && (slow::demote(engine, false)? || slow::merge_step(engine)?) {
+        while !engine.bg.stopped()
+            && (slow::demote(engine, false)?
+                || slow::merge_step(engine)?
+                || promote::promote(engine)?)
+        {
             engine.stages.sweep();
             engine.pool.free_released()?;
             slow::update_pressure(engine);

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use super::engine::Engine;
 use super::load::LoadMode;
+use crate::bufferstore::BufferTree;
 use crate::coding::{micros, ratio};
 use crate::compaction::{self, Input};
 use crate::error::Result;
@@ -43,7 +44,7 @@ pub(crate) fn compact(e: &Engine, min_trees: usize) -> Result<bool> {
     }
     let victims = pick_victims(e, &stages, true);
     let rewrite = pick_sparse_tables(e, &stages, true);
-    run(e, &stages, true, victims, rewrite)?;
+    run(e, &stages, Job::Trees(true), victims, rewrite)?;
     Ok(true)
 }
 
@@ -66,7 +67,7 @@ fn clean(e: &Engine) -> Result<bool> {
     if victims.is_empty() && rewrite.is_empty() {
         return Ok(false);
     }
-    run(e, &stages, false, victims, rewrite)?;
+    run(e, &stages, Job::Trees(false), victims, rewrite)?;
     Ok(true)
 }
 
@@ -191,22 +192,32 @@ fn chunks_among<'a>(l: &'a table::Lst, among: &'a BTreeSet<u64>) -> impl Iterato
         .filter(|c| among.contains(c))
 }
 
-/// Runs one compaction over `stages` (its buffer-trees too if `with_trees`), moving
-/// the live values of `victims`. The caller holds `compact_lock`.
-fn run(
+/// What a compaction merges into StableStore besides its own tables.
+pub(crate) enum Job {
+    /// The stage set's buffer-trees (`true`) or none (a cleaning).
+    Trees(bool),
+    /// Tables of promoted entries (`db/promote.rs`), built for this compaction and
+    /// named by no manifest edit before it: keys StableStore does not hold.
+    Promote(Arc<BufferTree>),
+}
+
+/// Runs one compaction over `stages` and `job`, moving the live values of
+/// `victims`. The caller holds `compact_lock`.
+pub(crate) fn run(
     e: &Engine,
     stages: &Arc<Stages>,
-    with_trees: bool,
+    job: Job,
     victims: BTreeSet<u64>,
     rewrite: BTreeSet<u64>,
 ) -> Result<()> {
     let start = Instant::now();
     let cleaning = !victims.is_empty();
+    let promotion = matches!(job, Job::Promote(_));
     let input = Input {
-        trees: if with_trees {
-            stages.buffer.clone()
-        } else {
-            Vec::new()
+        trees: match job {
+            Job::Trees(true) => stages.buffer.clone(),
+            Job::Trees(false) => Vec::new(),
+            Job::Promote(t) => vec![t],
         },
         stable: stages.stable.clone(),
         slow: stages.slow.clone(),
@@ -225,7 +236,12 @@ fn run(
     // back their generation's holder before they install, and the new tables already
     // hold theirs).
     let released = super::slow::released_segments(&out.rewritten);
-    let seqs: Vec<u64> = input.trees.iter().map(|t| t.seq).collect();
+    // A promotion's tables were never a buffer-tree of the manifest.
+    let seqs: Vec<u64> = if promotion {
+        Vec::new()
+    } else {
+        input.trees.iter().map(|t| t.seq).collect()
+    };
     let mut added: Vec<_> = out.created.tables().iter().map(|l| l.meta()).collect();
     added.extend(out.moved.iter().map(|l| l.meta()));
     e.manifest.apply(&Edit::Compaction {
@@ -247,7 +263,9 @@ fn run(
         l.mark_obsolete();
     }
     let c = &e.counters;
-    c.compactions.fetch_add(1, Ordering::Relaxed);
+    if !promotion {
+        c.compactions.fetch_add(1, Ordering::Relaxed);
+    }
     c.compaction_bytes
         .fetch_add(out.bytes_written, Ordering::Relaxed);
     c.compaction_micros

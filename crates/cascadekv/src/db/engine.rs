@@ -99,6 +99,9 @@ pub(crate) struct Engine {
     /// What slow-tier jobs need (`None` without a slow directory): immutable but for
     /// its atomics, its demotion cursor (under `slow_lock`) and `behind`.
     pub slow: Option<crate::slowtier::compact::Ctx>,
+    /// Popularity tracking and placement policy (with a slow tier, unless it is off:
+    /// `pin_fraction` 0 and key-order demotion). Internally synchronized.
+    pub placement: Option<crate::placement::Placement>,
 
     /// Durable record of the stages; internally locked.
     pub manifest: Manifest,
@@ -241,6 +244,7 @@ impl Engine {
         snap: Option<u64>,
         out: &mut Vec<u8>,
     ) -> Result<bool> {
+        let mut slow = false;
         let found = 'found: {
             for fs in stages.fast() {
                 if let Some(f) = fs
@@ -266,9 +270,13 @@ impl Engine {
             let f = stages.slow.get_with(key, |v| take(v, out))?;
             if f.is_some() {
                 self.counters.slow_gets.fetch_add(1, Ordering::Relaxed);
+                slow = true;
             }
             f
         };
+        if let (Some(p), Some(Found::Copied | Found::Separated(_))) = (&self.placement, &found) {
+            p.note_get(key, slow);
+        }
         match found {
             None | Some(Found::Deleted) => Ok(false),
             Some(Found::Copied) => Ok(true),

@@ -26,6 +26,7 @@ mod iter;
 mod load;
 mod open;
 mod options;
+mod promote;
 pub(crate) mod recovery;
 mod slow;
 
@@ -43,7 +44,7 @@ use parking_lot::Mutex;
 pub use batch::{BatchOp, WriteBatch};
 pub use iter::DbIter;
 pub(crate) use open::open_private_pool;
-pub use options::{Durability, Options};
+pub use options::{DemotionPolicy, Durability, Options};
 pub use snapshot::Snapshot;
 pub use stats::Stats;
 
@@ -260,6 +261,11 @@ impl Db {
                 }
             };
             e.load.note_write();
+            if let Some(p) = &e.placement {
+                for (k, _) in ops {
+                    p.note_put(k);
+                }
+            }
             if dram > 0 || log > 0 {
                 let d = e.active_bytes.fetch_add(dram, Ordering::AcqRel) + dram;
                 let l = e.active_log_bytes.fetch_add(log, Ordering::AcqRel) + log;
@@ -367,8 +373,16 @@ impl Db {
     pub fn compact(&self) -> Result<bool> {
         self.engine.check_open()?;
         let mut done = compact::compact_now(&self.engine)?;
-        // With a slow tier: demote what is over the fast budget, then every due merge.
-        while slow::demote(&self.engine, true)? || slow::merge_step(&self.engine)? {
+        // With a slow tier: demote what is over the fast budget, then every due merge,
+        // then promotions if the read trigger wants them (and again, for the room
+        // they take).
+        loop {
+            while slow::demote(&self.engine, true)? || slow::merge_step(&self.engine)? {
+                done = true;
+            }
+            if !promote::promote(&self.engine)? {
+                break;
+            }
             done = true;
         }
         self.engine.stages.sweep();

@@ -115,6 +115,7 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
     let active_log_bytes = fs.recovered_log_bytes();
     let log_capacity = size_pool_use(&opts, &pool);
     Ok(Engine {
+        placement: placement(&opts, &pool, slow_ctx.is_some()),
         dir,
         pool,
         stages: StageSet::new(Stages {
@@ -149,6 +150,31 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         _lock: lock,
         _slow_lock: slow.lock,
     })
+}
+
+/// Placement state for a store with a slow tier (`None` without one, or with
+/// popularity off: no pinning and key-order demotion).
+fn placement(opts: &Options, pool: &Pool, slow: bool) -> Option<crate::placement::Placement> {
+    if !slow
+        || (opts.pin_fraction <= 0.0 && opts.demotion_policy == super::DemotionPolicy::KeyOrder)
+    {
+        return None;
+    }
+    let budget = match opts.fast_budget {
+        0 => pool.chunk_count() * pool.chunk_size() / 4,
+        b => b,
+    };
+    // A fixed seed: the same operations place data the same way (reproducible runs
+    // and tests); the choices need spread, not secrecy.
+    let seed = 0x5EED_CA5C_ADE0_0001;
+    Some(crate::placement::Placement::new(
+        opts.effective_tracker_keys(budget),
+        opts.demotion_policy,
+        opts.pin_fraction,
+        opts.promote_epoch_ops,
+        opts.promote_cooldown_ops,
+        seed,
+    ))
 }
 
 /// Sets the headroom ordinary writes leave for deletes and background work (1/32 of

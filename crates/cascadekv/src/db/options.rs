@@ -20,6 +20,43 @@ pub enum Durability {
     Sync,
 }
 
+/// Which StableStore key ranges a demotion moves to the slow tier (issue #15,
+/// `placement/msc.rs`). Whatever the choice, entries the popularity mapper pins stay
+/// in the fast tier (see [`Options::pin_fraction`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DemotionPolicy {
+    /// PrismDB's approx-MSC: the best of 8 random candidates by benefit (coldness)
+    /// over cost (slow-tier I/O per byte moved), each scored from a sample of keys.
+    #[default]
+    Msc,
+    /// MSC scored from every key of each candidate (slower; for comparison).
+    MscExact,
+    /// A random candidate.
+    Random,
+    /// The oldest tables first (lowest table id).
+    Oldest,
+    /// Key ranges in a round robin over the key space (issue #14's order).
+    KeyOrder,
+}
+
+impl std::str::FromStr for DemotionPolicy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "msc" => Ok(DemotionPolicy::Msc),
+            "msc-exact" => Ok(DemotionPolicy::MscExact),
+            "random" => Ok(DemotionPolicy::Random),
+            "oldest" => Ok(DemotionPolicy::Oldest),
+            "key-order" => Ok(DemotionPolicy::KeyOrder),
+            _ => Err(Error::invalid(format!(
+                "unknown demotion policy {s:?}: msc, msc-exact, random, oldest or key-order"
+            ))),
+        }
+    }
+}
+
 /// Engine options. `Options::default()` suits a server with a few GiB of fast tier.
 #[derive(Debug, Clone)]
 #[expect(
@@ -154,6 +191,20 @@ pub struct Options {
     /// Slow-tier write rate limit of demotions and merges, bytes per second (0 =
     /// unlimited, the default), so reads keep their tail under a write stream.
     pub slow_write_rate: u64,
+    /// How demotions choose key ranges (default [`DemotionPolicy::Msc`]).
+    pub demotion_policy: DemotionPolicy,
+    /// Share of the fast budget the popular keys pinned in the fast tier may take
+    /// (PrismDB's pinning threshold; default 0.7). 0 turns popularity off: demotions
+    /// move whole key ranges and nothing is promoted.
+    pub pin_fraction: f64,
+    /// Keys the popularity tracker follows (0 = automatic: the fast budget / 512,
+    /// 16 Ki–4 Mi keys). Each costs about 40 bytes of DRAM plus its key.
+    pub tracker_keys: usize,
+    /// Client operations per read-triggered promotion epoch (default 1 M).
+    pub promote_epoch_ops: u64,
+    /// Operations of cool-down after an epoch that did not raise the fast tier's
+    /// share of gets by a point (default 10 M).
+    pub promote_cooldown_ops: u64,
     /// Run the flush and compaction threads (default true). Without them nothing is
     /// flushed or compacted unless [`super::Db::flush_faststore`] or
     /// [`super::Db::compact`] is called, and writers are never slowed down.
@@ -202,6 +253,11 @@ impl Default for Options {
             slow_merge_width: 4,
             slow_partition_bytes: 256 << 20,
             slow_write_rate: 0,
+            demotion_policy: DemotionPolicy::Msc,
+            pin_fraction: 0.7,
+            tracker_keys: 0,
+            promote_epoch_ops: 1_000_000,
+            promote_cooldown_ops: 10_000_000,
         }
     }
 }
@@ -284,6 +340,12 @@ impl Options {
                 "slow_partition_bytes must be at least 1 MiB",
             ));
         }
+        if !(0.0..=1.0).contains(&self.pin_fraction) {
+            return Err(Error::invalid("pin_fraction must be between 0 and 1"));
+        }
+        if self.promote_epoch_ops == 0 {
+            return Err(Error::invalid("promote_epoch_ops must be at least 1"));
+        }
         Ok(())
     }
 
@@ -308,6 +370,16 @@ impl Options {
         } else {
             self.pool_size / 4
         }
+    }
+
+    /// Keys the popularity tracker follows: `tracker_keys`, or for 0 the fast budget
+    /// / 512 between 16 Ki and 4 Mi.
+    #[must_use]
+    pub fn effective_tracker_keys(&self, budget: u64) -> usize {
+        if self.tracker_keys != 0 {
+            return self.tracker_keys;
+        }
+        usize::try_from((budget / 512).clamp(16 << 10, 4 << 20)).unwrap_or(4 << 20)
     }
 
     /// Checks a key against the limits.

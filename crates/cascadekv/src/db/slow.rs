@@ -28,9 +28,13 @@ use super::engine::Engine;
 use crate::coding::micros;
 use crate::error::Result;
 use crate::manifest::{Edit, RunMeta, SlowEdit};
+use crate::placement::mapper::Pinning;
+use crate::placement::msc;
 use crate::slowtier::compact::{self, Outcome, Step};
 use crate::slowtier::Partition;
+use crate::stages::Stages;
 use crate::table::Lst;
+use crate::table::LstMeta;
 use crate::vlog::Segment;
 
 /// What the fast budget counts: StableStore's table bytes and the separated values in
@@ -109,22 +113,33 @@ pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
         u64::try_from(u128::from(want) * u128::from(stable.bytes()) / u128::from(fast.max(1)))
             .unwrap_or(u64::MAX)
             .max(1);
-    let tables: Vec<&Arc<Lst>> = stable.tables().collect();
+    let tables: Vec<Arc<Lst>> = stable.tables().cloned().collect();
     let mut from = ctx.demote_from.lock();
-    let mut first = tables.partition_point(|l| *l.min_key < **from);
-    if first >= tables.len() {
-        first = 0;
+    let (victims, pinning, forced) = pick(e, &stages, &tables, target, fast, &from)?;
+    if victims.is_empty() {
+        return Ok(false);
     }
-    let mut victims: Vec<Arc<Lst>> = Vec::new();
-    let mut got = 0u64;
-    for l in &tables[first..] {
-        victims.push((*l).clone());
-        got += u64::from(l.size);
-        if got >= target {
-            break;
-        }
-    }
-    let mut out = compact::demote(ctx, &stages.slow, &victims, &e.pool, &retained)?;
+    let got: u64 = victims.iter().map(|l| u64::from(l.size)).sum();
+    let mut pins = |k: &[u8]| match &e.placement {
+        Some(p) if !forced => pinning.pins(k, p.tracker.get(k).map(|(c, _)| c)),
+        _ => false,
+    };
+    // Kept tables end where the victims are not consecutive StableStore tables.
+    let cuts: Vec<Box<[u8]>> = victims
+        .windows(2)
+        .filter(|w| {
+            let next = tables.partition_point(|l| l.min_key <= w[0].min_key);
+            tables.get(next).is_none_or(|l| l.id != w[1].id)
+        })
+        .map(|w| w[1].min_key.clone())
+        .collect();
+    let keep = compact::Keep {
+        pins: &mut pins,
+        topts: &e.topts,
+        cuts: &cuts,
+    };
+    let mut out = compact::demote(ctx, &stages.slow, &victims, &e.pool, &retained, keep)?;
+    let kept = std::mem::take(&mut out.kept);
     let released = released_segments(&victims);
     let removed: Vec<u64> = victims.iter().map(|l| l.id).collect();
     persist(
@@ -132,16 +147,38 @@ pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
         &mut out,
         removed.clone(),
         released.iter().map(|(c, _)| *c).collect(),
+        kept.tables().iter().map(|l| l.meta()).collect(),
     )?;
+    let kept = kept.publish();
     let removed: HashSet<u64> = removed.into_iter().collect();
+    let (replaced, parts) = (
+        std::mem::take(&mut out.replaced),
+        std::mem::take(&mut out.parts),
+    );
     e.stages
-        .install_slow(&removed, |cur| cur.with_parts(&out.replaced, out.parts));
+        .install_slow(&removed, kept, |cur| cur.with_parts(&replaced, parts));
     for l in &victims {
         l.mark_obsolete();
     }
-    *from = tables
-        .get(first + victims.len())
-        .map_or_else(Vec::new, |l| l.min_key.to_vec());
+    if let Some(last) = victims.last() {
+        let next = tables.partition_point(|l| l.min_key <= last.min_key);
+        *from = tables
+            .get(next)
+            .map_or_else(Vec::new, |l| l.min_key.to_vec());
+    }
+    count_demotion(e, &out, got, &released, forced, start);
+    Ok(true)
+}
+
+/// Counts a finished demotion of `got` table bytes.
+fn count_demotion(
+    e: &Engine,
+    out: &Outcome,
+    got: u64,
+    released: &[(u64, u64)],
+    forced: bool,
+    start: Instant,
+) {
     let c = &e.counters;
     c.demotions.fetch_add(1, Ordering::Relaxed);
     c.demoted_bytes.fetch_add(got, Ordering::Relaxed);
@@ -157,7 +194,71 @@ pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
         released.iter().map(|(_, b)| *b).sum::<u64>(),
         Ordering::Relaxed,
     );
-    Ok(true)
+    if let Some(p) = &e.placement {
+        let pc = &p.counters;
+        pc.kept_entries
+            .fetch_add(out.kept_entries, Ordering::Relaxed);
+        pc.kept_bytes.fetch_add(out.kept_bytes, Ordering::Relaxed);
+        pc.demoted_entries
+            .fetch_add(out.entries_out, Ordering::Relaxed);
+        pc.forced_demotions
+            .fetch_add(u64::from(forced), Ordering::Relaxed);
+    }
+}
+
+/// The victims of one demotion batch: StableStore tables (key order) chosen by the
+/// placement policy (`placement/msc.rs`) to free about `target` table bytes, the
+/// pinning rule for their entries, and whether pinning is off for this batch (every
+/// candidate looked wholly pinned, so popularity would free nothing). Without
+/// placement: the next tables in key order, nothing pinned (issue #14).
+fn pick(
+    e: &Engine,
+    stages: &Stages,
+    tables: &[Arc<Lst>],
+    target: u64,
+    fast: u64,
+    from: &[u8],
+) -> Result<(Vec<Arc<Lst>>, Pinning, bool)> {
+    let Some(p) = &e.placement else {
+        let mut first = tables.partition_point(|l| *l.min_key < *from);
+        if first >= tables.len() {
+            first = 0;
+        }
+        let mut got = 0u64;
+        let mut victims = Vec::new();
+        for l in &tables[first..] {
+            victims.push(l.clone());
+            got += u64::from(l.size);
+            if got >= target {
+                break;
+            }
+        }
+        return Ok((victims, Pinning::NONE, false));
+    };
+    let stable = stages.stable.tables();
+    let pinning = p.pinning(e.fast_budget(), fast, stable.entries());
+    // Candidates of an eighth of the batch: fine enough for popularity to choose,
+    // coarse enough that a batch touches few slow-tier partitions.
+    let units = msc::units(tables, (target / 8).max(1));
+    let mut rng = p.rng.lock();
+    let (chosen, forced) = msc::choose(
+        p.policy,
+        units,
+        tables,
+        &stages.slow,
+        &p.tracker,
+        &pinning,
+        target,
+        from,
+        &mut rng,
+    )?;
+    let victims = chosen
+        .iter()
+        .filter_map(|u| tables.get(u.first..u.first + u.n))
+        .flatten()
+        .cloned()
+        .collect();
+    Ok((victims, pinning, forced))
 }
 
 /// Runs one slow-tier merge or split if one is due. Returns false if none was.
@@ -176,8 +277,8 @@ pub(crate) fn merge_step(e: &Engine) -> Result<bool> {
         return Ok(false);
     };
     let mut out = compact::run_step(ctx, &stages.slow, &step)?;
-    persist(e, &mut out, Vec::new(), Vec::new())?;
-    e.stages.install_slow(&HashSet::new(), |cur| {
+    persist(e, &mut out, Vec::new(), Vec::new(), Vec::new())?;
+    e.stages.install_slow(&HashSet::new(), Vec::new(), |cur| {
         cur.with_parts(&out.replaced, out.parts)
     });
     for l in &out.consumed {
@@ -197,7 +298,13 @@ pub(crate) fn merge_step(e: &Engine) -> Result<bool> {
 
 /// Appends the edit describing `out` (plus the stable tables `removed` and the value
 /// segments `released` of a demotion) and makes its new tables live.
-fn persist(e: &Engine, out: &mut Outcome, removed: Vec<u64>, released: Vec<u64>) -> Result<()> {
+fn persist(
+    e: &Engine,
+    out: &mut Outcome,
+    removed: Vec<u64>,
+    released: Vec<u64>,
+    added: Vec<LstMeta>,
+) -> Result<()> {
     let parts = out
         .parts
         .iter()
@@ -213,6 +320,7 @@ fn persist(e: &Engine, out: &mut Outcome, removed: Vec<u64>, released: Vec<u64>)
         released,
         parts,
         next_file,
+        added,
     }))?;
     std::mem::take(&mut out.created).publish();
     Ok(())

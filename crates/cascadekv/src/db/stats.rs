@@ -173,12 +173,49 @@ pub struct Stats {
     /// budget plus slow-tier bytes in
     /// partitions due a merge or split.
     pub slow_debt_bytes: u64,
+    /// Keys the popularity tracker follows now (issue #15; 0 without placement).
+    pub tracker_keys: u64,
+    /// Keys it evicted since open.
+    pub tracker_evictions: u64,
+    /// Its estimated DRAM bytes.
+    pub tracker_dram_bytes: u64,
+    /// Gets that found a key in the fast tier (counted with placement on; the slow
+    /// tier's are `slow_gets`).
+    pub fast_gets: u64,
+    /// Gets of keys the pinning rule in force pinned (the pinned set's accesses).
+    pub pinned_gets: u64,
+    /// Share of found gets the fast tier served, and share that hit the pinned set.
+    pub fast_get_share: f64,
+    /// Share of found gets whose key was in the pinned set.
+    pub pinned_get_share: f64,
+    /// Share of tracked keys the pinning rule in force pins.
+    pub pinned_fraction: f64,
+    /// Entries demotions kept in the fast tier because they were pinned, and the
+    /// table bytes rewritten for them.
+    pub kept_entries: u64,
+    /// Table bytes rewritten in the pool for kept entries.
+    pub kept_bytes: u64,
+    /// Entries demotions moved to the slow tier.
+    pub demoted_entries: u64,
+    /// Demotions that ignored pinning (every candidate looked wholly pinned).
+    pub forced_demotions: u64,
+    /// Promotion jobs, keys promoted to the fast tier and their bytes.
+    pub promotion_jobs: u64,
+    /// Keys promoted.
+    pub promotions: u64,
+    /// Key and value bytes promoted.
+    pub promoted_bytes: u64,
+    /// Read-triggered promotion epochs started, and cool-downs entered.
+    pub read_epochs: u64,
+    /// Cool-downs entered.
+    pub read_cooldowns: u64,
 }
 
 impl Stats {
     /// Every field as `(name, value)` rows, in a stable order (for `cascade stats`,
     /// `INFO` and metrics).
     #[must_use]
+    #[expect(clippy::too_many_lines, reason = "one row per field, in order")]
     pub fn rows(&self) -> Vec<(&'static str, String)> {
         let mut r: Vec<(&'static str, String)> = Vec::new();
         let mut n = |k: &'static str, v: u64| r.push((k, v.to_string()));
@@ -251,6 +288,27 @@ impl Stats {
         n("slow_bytes_written", self.slow_bytes_written);
         n("slow_debt_bytes", self.slow_debt_bytes);
         n("fast_budget_bytes", self.fast_budget_bytes);
+        n("tracker_keys", self.tracker_keys);
+        n("tracker_evictions", self.tracker_evictions);
+        n("tracker_dram_bytes", self.tracker_dram_bytes);
+        n("fast_gets", self.fast_gets);
+        n("pinned_gets", self.pinned_gets);
+        n("kept_entries", self.kept_entries);
+        n("kept_bytes", self.kept_bytes);
+        n("demoted_entries", self.demoted_entries);
+        n("forced_demotions", self.forced_demotions);
+        n("promotion_jobs", self.promotion_jobs);
+        n("promotions", self.promotions);
+        n("promoted_bytes", self.promoted_bytes);
+        n("read_epochs", self.read_epochs);
+        n("read_cooldowns", self.read_cooldowns);
+        for (k, v) in [
+            ("fast_get_share", self.fast_get_share),
+            ("pinned_get_share", self.pinned_get_share),
+            ("pinned_fraction", self.pinned_fraction),
+        ] {
+            r.push((k, format!("{v:.3}")));
+        }
         r.push((
             "fast_write_amplification",
             format!("{:.3}", self.fast_write_amplification),
@@ -352,6 +410,7 @@ impl Db {
             ..Stats::default()
         };
         slow_stats(e, &stages, retained.live_bytes(), &mut s);
+        placement_stats(e, &mut s);
         for fs in stages.fast() {
             s.faststore_entries += fs.index().len() as u64;
             s.faststore_dram_bytes += fs.dram_bytes();
@@ -409,4 +468,41 @@ fn slow_stats(e: &Engine, stages: &Stages, vlog_live: u64, s: &mut Stats) {
                 e.opts.slow_partition_bytes,
             );
     }
+}
+
+/// Popularity placement's part of `s` (issue #15).
+fn placement_stats(e: &Engine, s: &mut Stats) {
+    let Some(p) = &e.placement else {
+        return;
+    };
+    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let c = &p.counters;
+    let t = &p.tracker;
+    s.tracker_keys = t.len();
+    s.tracker_evictions = t.evictions();
+    s.tracker_dram_bytes = t.dram_bytes();
+    s.fast_gets = ld(&c.fast_gets);
+    s.pinned_gets = ld(&c.pinned_gets);
+    let slow = ld(&c.slow_gets);
+    s.fast_get_share = ratio(s.fast_gets, s.fast_gets + slow);
+    s.pinned_get_share = ratio(s.pinned_gets, s.fast_gets + slow);
+    let rule = p.rule();
+    let dist = t.distribution();
+    #[expect(clippy::cast_precision_loss, reason = "a share of counts")]
+    let pinned: f64 = (0..4u8)
+        .map(|c| rule.share(c) * dist[usize::from(c)] as f64)
+        .sum();
+    #[expect(clippy::cast_precision_loss, reason = "a share of counts")]
+    let len = t.len().max(1) as f64;
+    s.pinned_fraction = pinned / len;
+    s.kept_entries = ld(&c.kept_entries);
+    s.kept_bytes = ld(&c.kept_bytes);
+    s.demoted_entries = ld(&c.demoted_entries);
+    s.forced_demotions = ld(&c.forced_demotions);
+    s.promotion_jobs = ld(&c.promotion_jobs);
+    s.promotions = ld(&c.promotions);
+    s.promoted_bytes = ld(&c.promoted_bytes);
+    let trig = *p.trigger.lock();
+    s.read_epochs = trig.epochs;
+    s.read_cooldowns = trig.cooldowns;
 }

@@ -25,6 +25,10 @@ const TAG_COMPACTION: u8 = 6;
 /// so a store that never used the slow tier stays readable by older binaries).
 const TAG_SNAPSHOT_SLOW: u8 = 7;
 const TAG_SLOW: u8 = 8;
+/// A slow-tier edit that also adds StableStore tables (a demotion that kept pinned
+/// entries in the pool, issue #15): tag 8's fields, then the added tables. Written
+/// only when there are some, so stores without pinning stay readable by older builds.
+const TAG_SLOW_KEEP: u8 = 9;
 
 /// Everything the manifest knows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -139,6 +143,10 @@ impl ManifestState {
                 for id in &e.removed {
                     self.stable.remove(id);
                 }
+                for m in &e.added {
+                    self.stable.insert(m.id, m.clone());
+                }
+                self.bump_ids(&e.added);
                 self.slow.apply(e);
                 let added: Vec<LstMeta> = e
                     .parts
@@ -312,7 +320,11 @@ pub fn encode(e: &Edit) -> Vec<u8> {
             put_ids(&mut out, released);
         }
         Edit::Slow(e) => {
-            out.push(TAG_SLOW);
+            out.push(if e.added.is_empty() {
+                TAG_SLOW
+            } else {
+                TAG_SLOW_KEEP
+            });
             put_ids(&mut out, &e.removed);
             put_dead(&mut out, &e.dead);
             put_ids(&mut out, &e.released);
@@ -322,6 +334,9 @@ pub fn encode(e: &Edit) -> Vec<u8> {
                 e.parts.iter().map(|(lo, r)| (&**lo, r.as_deref())),
             );
             put_varint(&mut out, e.next_file);
+            if !e.added.is_empty() {
+                put_lsts(&mut out, &e.added);
+            }
         }
     }
     out
@@ -494,12 +509,21 @@ pub fn decode(b: &[u8]) -> Option<Edit> {
             created: if v2 { d.live()? } else { Vec::new() },
             released: if v2 { d.ids()? } else { Vec::new() },
         },
-        TAG_SLOW => Edit::Slow(SlowEdit {
+        TAG_SLOW | TAG_SLOW_KEEP => Edit::Slow(SlowEdit {
             removed: d.ids()?,
             dead: d.dead()?,
             released: d.ids()?,
             parts: d.parts()?,
             next_file: d.v()?,
+            added: if tag == TAG_SLOW_KEEP {
+                let a = d.lsts(true)?;
+                if a.is_empty() {
+                    return None;
+                }
+                a
+            } else {
+                Vec::new()
+            },
         }),
         _ => return None,
     };
@@ -618,6 +642,7 @@ mod tests {
                     (b"m".to_vec().into(), Some(vec![run(2, 0, &[21, 22])])),
                 ],
                 next_file: 3,
+                added: vec![],
             }),
             Edit::Slow(SlowEdit {
                 removed: vec![],
@@ -625,14 +650,30 @@ mod tests {
                 released: vec![7],
                 parts: vec![(b"m".to_vec().into(), None)],
                 next_file: 3,
+                added: vec![],
+            }),
+            // A demotion that kept pinned entries in a new stable table (tag 9).
+            Edit::Slow(SlowEdit {
+                removed: vec![6],
+                dead: vec![],
+                released: vec![],
+                parts: vec![(b"".to_vec().into(), Some(vec![run(1, 0, &[20])]))],
+                next_file: 3,
+                added: vec![meta(30)],
             }),
         ];
         for e in &slow {
-            assert_eq!(decode(&encode(e)).as_ref(), Some(e));
+            let bytes = encode(e);
+            let Edit::Slow(se) = e else { continue };
+            assert_eq!(bytes[0] == TAG_SLOW_KEEP, !se.added.is_empty());
+            assert_eq!(decode(&bytes).as_ref(), Some(e));
+            for cut in 0..bytes.len() {
+                assert_eq!(decode(&bytes[..cut]), None, "cut at {cut}");
+            }
             s.apply(e);
         }
-        assert_eq!(s.stable.keys().copied().collect::<Vec<_>>(), vec![6]);
-        assert_eq!(s.next_lst_id, 23);
+        assert_eq!(s.stable.keys().copied().collect::<Vec<_>>(), vec![30]);
+        assert_eq!(s.next_lst_id, 31);
         assert_eq!(s.slow.next_file, 3);
         assert_eq!(s.slow.files().collect::<Vec<_>>(), vec![1]);
         assert!(s.retained.iter().next().is_none());

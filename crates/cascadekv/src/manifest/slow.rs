@@ -61,6 +61,8 @@ pub type PartEdit = (Box<[u8]>, Option<Vec<RunMeta>>);
 pub struct SlowEdit {
     /// Stable LSTs that left the fast tier (ids).
     pub removed: Vec<u64>,
+    /// Stable LSTs added: the entries a demotion kept in the fast tier (issue #15).
+    pub added: Vec<LstMeta>,
     /// Separated value bytes that died in the pool, by retained segment.
     pub dead: Vec<SegmentDead>,
     /// Retained segments no table references any more (first chunks).

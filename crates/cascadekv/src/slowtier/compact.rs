@@ -26,12 +26,13 @@ use super::file::SlowIo;
 use super::tier::{Partition, Run, SlowTier};
 use super::writer::{Pace, RunWriter};
 use crate::compaction::merge::{merge, RunCursor};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pmem::Pool;
-use crate::table::{Lst, Unpublished};
+use crate::table::builder::{LstBuilder, TableOptions};
+use crate::table::{Lst, TableWriter, Unpublished};
 use crate::value::ValueRef;
 use crate::vlog::segments::DeadTally;
-use crate::vlog::RetainedSegments;
+use crate::vlog::{RetainedSegments, SegmentMap};
 
 /// What a slow-tier job needs.
 #[derive(Debug)]
@@ -85,6 +86,12 @@ pub(crate) struct Outcome {
     /// The new runs' tables: live once the caller's edit is durable (dropping this
     /// unpublished makes them obsolete, so their files go).
     pub created: Unpublished,
+    /// Pool tables holding the entries a demotion kept in the fast tier (durable;
+    /// live once the caller's edit is).
+    pub kept: Unpublished,
+    /// Entries kept, and the table bytes written for them.
+    pub kept_entries: u64,
+    pub kept_bytes: u64,
     /// Bytes written to the slow tier.
     pub written: u64,
     /// Entries read and written.
@@ -111,13 +118,103 @@ fn finish_run(w: RunWriter, weight: u32, o: &mut Outcome) -> Result<Option<Arc<R
     Ok(Some(Arc::new(Run::new(f.number(), weight, lsts, filters))))
 }
 
-/// Demotes `victims` (stable tables in key order, not overlapping) into `tier`.
+/// Where the entries a demotion pins go: new StableStore tables in the pool.
+pub(crate) struct Keep<'a> {
+    /// Whether an entry stays in the fast tier (the mapper's decision, issue #15).
+    pub pins: &'a mut dyn FnMut(&[u8]) -> bool,
+    /// How StableStore tables are cut.
+    pub topts: &'a TableOptions,
+    /// Keys (ascending) where a kept table must end and the next begin: the first
+    /// key of each victim range after a gap. StableStore tables left between two
+    /// victim ranges must not overlap a kept table.
+    pub cuts: &'a [Box<[u8]>],
+}
+
+/// Writes the entries a demotion keeps into new StableStore tables, cut at the
+/// `Keep::cuts`.
+struct KeptWriter<'a> {
+    pool: &'a Arc<Pool>,
+    segs: SegmentMap,
+    w: TableWriter,
+    b: LstBuilder,
+    cuts: std::iter::Peekable<std::slice::Iter<'a, Box<[u8]>>>,
+}
+
+impl<'a> KeptWriter<'a> {
+    fn new(
+        pool: &'a Arc<Pool>,
+        victims: &[Arc<Lst>],
+        topts: &TableOptions,
+        cuts: &'a [Box<[u8]>],
+    ) -> Self {
+        let mut segs = SegmentMap::default();
+        for l in victims {
+            for s in l.value_segments() {
+                segs.insert(s.clone());
+            }
+        }
+        KeptWriter {
+            pool,
+            segs,
+            w: TableWriter::new(pool.clone()),
+            b: topts.builder(topts.stable_filters),
+            cuts: cuts.iter().peekable(),
+        }
+    }
+
+    fn add(&mut self, k: &[u8], v: ValueRef<'_>, o: &mut Outcome) -> Result<()> {
+        while self.cuts.next_if(|c| k >= &***c).is_some() {
+            if let Some(b) = self.b.finish() {
+                o.kept.push(self.w.place(b, &self.segs)?);
+            }
+        }
+        let chunk = match v.ptr() {
+            None => None,
+            Some(p) => Some(
+                self.segs
+                    .find(p.addr, self.pool.chunk_size())
+                    .map(|s| s.chunk())
+                    .ok_or_else(|| {
+                        Error::corruption(
+                            self.pool.path(),
+                            p.addr,
+                            "a table entry points outside the value segments its table lists",
+                        )
+                    })?,
+            ),
+        };
+        let done = self.b.add(k, &v);
+        if let Some(c) = chunk {
+            self.b.note_value_segment(c);
+        }
+        if let Some(b) = done {
+            o.kept.push(self.w.place(b, &self.segs)?);
+        }
+        o.kept_entries += 1;
+        Ok(())
+    }
+
+    /// Places the last table and makes every kept table durable.
+    fn finish(mut self, o: &mut Outcome) -> Result<()> {
+        if let Some(b) = self.b.finish() {
+            o.kept.push(self.w.place(b, &self.segs)?);
+        }
+        self.w.sync()?;
+        o.kept_bytes = self.w.bytes_written();
+        Ok(())
+    }
+}
+
+/// Demotes `victims` (stable tables in key order, not overlapping) into `tier`,
+/// except the entries `keep` pins: those are rewritten into new pool tables
+/// (`Outcome::kept`, durable on return) that replace the victims in StableStore.
 pub(crate) fn demote(
     ctx: &Ctx,
     tier: &SlowTier,
     victims: &[Arc<Lst>],
-    pool: &Pool,
+    pool: &Arc<Pool>,
     retained: &RetainedSegments,
+    keep: Keep<'_>,
 ) -> Result<Outcome> {
     let mut o = Outcome::default();
     let chunk_size = pool.chunk_size();
@@ -131,6 +228,8 @@ pub(crate) fn demote(
         tier.parts().to_vec()
     };
     let lookup = SlowTier::new(parts.clone());
+    let mut kept = KeptWriter::new(pool, victims, keep.topts, keep.cuts);
+    let pins = keep.pins;
     let mut cur: Option<Out> = None;
     let mut made: Vec<(usize, Arc<Run>)> = Vec::new();
     let mut cursor = [RunCursor::new(victims.to_vec(), None, None)];
@@ -151,6 +250,9 @@ pub(crate) fn demote(
                     part,
                     w: ctx.writer()?,
                 });
+            }
+            if v != ValueRef::Tombstone && pins(k) {
+                return kept.add(k, v, &mut o);
             }
             let Some(c) = cur.as_mut() else {
                 return Ok(());
@@ -174,6 +276,7 @@ pub(crate) fn demote(
             made.push((c.part, r));
         }
     }
+    kept.finish(&mut o)?;
     for (i, run) in made {
         let Some(p) = parts.get(i) else { continue };
         let mut runs = Vec::with_capacity(p.runs.len() + 1);

@@ -96,6 +96,11 @@ impl Fences {
             .checked_sub(1)
     }
 
+    /// First key of data block `i`.
+    pub(crate) fn first_key(&self, i: usize) -> Option<&[u8]> {
+        (i < self.ends.len()).then(|| self.key(i))
+    }
+
     /// Number of data blocks.
     pub(crate) fn len(&self) -> usize {
         self.blocks.len()

@@ -407,6 +407,21 @@ impl Lst {
         }
     }
 
+    /// Calls `f` with the first key of up to `n` data blocks spread evenly over the
+    /// table (from the DRAM index copy: no data block is read). Placement samples
+    /// key ranges this way (`placement/msc.rs`).
+    pub(crate) fn sample_keys(&self, n: usize, mut f: impl FnMut(&[u8])) -> Result<()> {
+        let fences = self.fences()?;
+        let len = fences.len();
+        let n = n.min(len).max(1);
+        for j in 0..n {
+            if let Some(k) = fences.first_key(j * len / n) {
+                f(k);
+            }
+        }
+        Ok(())
+    }
+
     /// Calls `f(key, value)` for entries with `lo <= key` (from the first such entry)
     /// until `f` returns false.
     pub fn scan_from(
