@@ -12,6 +12,13 @@
 //!   scattered over `min..=max` by `min + fnvhash64(v) % itemcount`.
 //! * [`SkewedLatest`] — `SkewedLatestGenerator`: `latest - zipfian(latest)`, favouring
 //!   the most recently inserted key numbers (workload D).
+//! * Another Zipfian constant (`cascade bench --zipf-constant`, [`check_zipf_constant`]):
+//!   [`ScrambledZipfian::with_theta`] and [`SkewedLatest::with_theta`]. At exactly
+//!   [`ZIPFIAN_CONSTANT`] they are the generators above, unchanged. Otherwise the
+//!   scrambled generator's inner Zipfian is over the range's own item count with zeta
+//!   computed for it (O(items), once), not over 1e10 items as YCSB's
+//!   `ScrambledZipfianGenerator(min, max, constant)` does; the scattering is the
+//!   same `min + fnvhash64(v) % itemcount`.
 //! * [`Uniform`] — `UniformLongGenerator`, inclusive bounds.
 //! * [`KeyChooser`] — the `requestdistribution` choice of `CoreWorkload.init`
 //!   ("uniform", "zipfian", "latest"), built exactly as YCSB builds its `keychooser`.
@@ -38,6 +45,37 @@ use crate::keys::Rng;
 
 /// YCSB's default Zipfian constant (`ZipfianGenerator.ZIPFIAN_CONSTANT`).
 pub const ZIPFIAN_CONSTANT: f64 = 0.99;
+
+/// Largest Zipfian constant [`check_zipf_constant`] accepts. Gray's algorithm is
+/// defined for `0 < theta < 1` and raises to `1 / (1 - theta)`: as theta nears 1 the
+/// rounding of `1 - (2/n)^(1-theta)` and of the base it raises is amplified until the
+/// draws no longer follow the distribution; up to `1 - 1e-6` the error stays below
+/// 1e-9 relative.
+pub const MAX_ZIPF_CONSTANT: f64 = 0.999_999;
+
+/// Validates a Zipfian constant for [`ScrambledZipfian::with_theta`] and
+/// [`SkewedLatest::with_theta`]: finite, above 0 and at most [`MAX_ZIPF_CONSTANT`].
+///
+/// # Errors
+///
+/// A message naming the accepted range.
+pub fn check_zipf_constant(theta: f64) -> Result<f64, String> {
+    if theta.is_finite() && theta > 0.0 && theta <= MAX_ZIPF_CONSTANT {
+        Ok(theta)
+    } else {
+        Err(format!(
+            "zipfian constant {theta}: must be above 0 and below 1 (at most \
+             {MAX_ZIPF_CONSTANT}; YCSB's default is {ZIPFIAN_CONSTANT})"
+        ))
+    }
+}
+
+/// True if `theta` is YCSB's default [`ZIPFIAN_CONSTANT`] (exactly, as YCSB's
+/// `ScrambledZipfianGenerator` compares it).
+#[must_use]
+pub fn is_default_zipf_constant(theta: f64) -> bool {
+    theta == ZIPFIAN_CONSTANT
+}
 
 /// `ScrambledZipfianGenerator.ITEM_COUNT`: the scrambled generator's inner Zipfian is
 /// built over `0..=ITEM_COUNT` (YCSB master; one later revision raised it to 1e16
@@ -122,6 +160,12 @@ impl Zipfian {
             ZIPFIAN_CONSTANT,
             zeta_static(0, items, ZIPFIAN_CONSTANT, 0.0),
         )
+    }
+
+    /// Items `0..items` with Zipfian constant `theta` (computes zeta: O(items)).
+    #[must_use]
+    pub fn with_items_theta(items: u64, theta: f64) -> Self {
+        Self::build(0, items, theta, zeta_static(0, items, theta, 0.0))
     }
 
     /// Items `min..=max` with theta = [`ZIPFIAN_CONSTANT`].
@@ -271,10 +315,35 @@ impl ScrambledZipfian {
         }
     }
 
+    /// Items `min..=max` with Zipfian constant `theta` (see [`check_zipf_constant`]).
+    /// [`ZIPFIAN_CONSTANT`] gives exactly [`Self::new`]; any other theta an inner
+    /// Zipfian over the range's own `itemcount` items, zeta computed for it
+    /// (O(itemcount), once), scattered by the same `min + fnvhash64(v) % itemcount`.
+    /// The most popular item, `min + fnvhash64(0) % itemcount`, then has probability
+    /// `1 / zeta(itemcount, theta)` (plus whatever other ranks hash onto it).
+    #[must_use]
+    pub fn with_theta(min: u64, max: u64, theta: f64) -> Self {
+        if is_default_zipf_constant(theta) {
+            return Self::new(min, max);
+        }
+        let item_count = range_len(min, max).max(1);
+        ScrambledZipfian {
+            gen: Zipfian::with_items_theta(item_count, theta),
+            min,
+            item_count,
+        }
+    }
+
     /// Items `0..items`.
     #[must_use]
     pub fn with_items(items: u64) -> Self {
         Self::new(0, items.saturating_sub(1))
+    }
+
+    /// The inner Zipfian (its theta and zeta).
+    #[must_use]
+    pub fn zipfian(&self) -> &Zipfian {
+        &self.gen
     }
 
     /// Number of items in the range (`itemcount`).
@@ -304,6 +373,15 @@ impl SkewedLatest {
     pub fn new(latest: u64) -> Self {
         SkewedLatest {
             zipfian: Zipfian::new(latest),
+        }
+    }
+
+    /// [`Self::new`] with Zipfian constant `theta` (see [`check_zipf_constant`]);
+    /// [`ZIPFIAN_CONSTANT`] gives exactly [`Self::new`].
+    #[must_use]
+    pub fn with_theta(latest: u64, theta: f64) -> Self {
+        SkewedLatest {
+            zipfian: Zipfian::with_items_theta(latest, theta),
         }
     }
 
@@ -411,6 +489,33 @@ impl KeyChooser {
                 record_count.saturating_add(expected_new_keys),
             )),
             Distribution::Latest => KeyChooser::Latest(SkewedLatest::new(record_count - 1)),
+        }
+    }
+
+    /// [`Self::new`] with Zipfian constant `theta` for `zipfian`
+    /// ([`ScrambledZipfian::with_theta`]) and `latest` ([`SkewedLatest::with_theta`]);
+    /// `uniform` ignores it. [`ZIPFIAN_CONSTANT`] gives exactly [`Self::new`].
+    #[must_use]
+    pub fn with_theta(
+        dist: Distribution,
+        record_count: u64,
+        expected_new_keys: u64,
+        theta: f64,
+    ) -> Self {
+        if is_default_zipf_constant(theta) {
+            return Self::new(dist, record_count, expected_new_keys);
+        }
+        let record_count = record_count.max(1);
+        match dist {
+            Distribution::Uniform => Self::new(dist, record_count, expected_new_keys),
+            Distribution::Zipfian => KeyChooser::Zipfian(ScrambledZipfian::with_theta(
+                0,
+                record_count.saturating_add(expected_new_keys),
+                theta,
+            )),
+            Distribution::Latest => {
+                KeyChooser::Latest(SkewedLatest::with_theta(record_count - 1, theta))
+            }
         }
     }
 
@@ -907,5 +1012,129 @@ mod tests {
             KeyChooser::Zipfian(g) => assert_eq!(g.item_count(), 1101),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Share of the hottest value over `N` draws of `next`, and that value.
+    fn hottest(mut next: impl FnMut() -> u64) -> (u64, f64) {
+        let mut counts: HashMap<u64, u64> = HashMap::new();
+        for _ in 0..N {
+            *counts.entry(next()).or_default() += 1;
+        }
+        let (k, c) = counts
+            .into_iter()
+            .max_by_key(|&(k, c)| (c, k))
+            .unwrap_or((0, 0));
+        (k, c as f64 / N as f64)
+    }
+
+    #[test]
+    fn zipf_constant_0_7_top_item_is_one_over_zeta_and_colder_than_0_99() {
+        const ITEMS: u64 = 100_000;
+        let zeta = zeta_static(0, ITEMS, 0.7, 0.0);
+        let p_top = 1.0 / zeta;
+        let mut g = ScrambledZipfian::with_theta(0, ITEMS - 1, 0.7);
+        assert_eq!(g.item_count(), ITEMS);
+        assert_eq!(g.zipfian().zetan(), (zeta, ITEMS));
+        let mut r = Rng::new(21);
+        let (top, f07) = hottest(|| {
+            let v = g.next(&mut r);
+            assert!(v < ITEMS);
+            v
+        });
+        // The default path over the same items (YCSB's inner Zipfian over 1e10 items).
+        let mut d = KeyChooser::with_theta(Distribution::Zipfian, ITEMS - 1, 0, ZIPFIAN_CONSTANT);
+        let mut r = Rng::new(21);
+        let (top99, f99) = hottest(|| d.next(&mut r, ITEMS));
+        eprintln!(
+            "theta 0.7 over {ITEMS}: hottest {top} freq {f07:.5}, 1/zeta {p_top:.5}; \
+             theta 0.99: hottest {top99} freq {f99:.5}"
+        );
+        // Inner rank 0 hashed is the hottest, at 1/zeta(n, 0.7) within 10%.
+        assert_eq!(top, fnvhash64(0) % ITEMS);
+        assert!((f07 / p_top - 1.0).abs() < 0.10, "{f07} vs {p_top}");
+        assert_eq!(top99, fnvhash64(0) % ITEMS);
+        assert!(f07 < f99, "{f07} vs {f99}");
+
+        // Latest with theta 0.7: the newest key at 1/zeta(latest, 0.7).
+        let latest = ITEMS - 1;
+        let mut l = SkewedLatest::with_theta(latest, 0.7);
+        let zl = zeta_static(0, latest, 0.7, 0.0);
+        assert_eq!(l.zipfian().zetan(), (zl, latest));
+        let mut r = Rng::new(22);
+        let (newest, fl) = hottest(|| l.next(latest, &mut r));
+        assert_eq!(newest, latest);
+        assert!((fl * zl - 1.0).abs() < 0.10, "{fl} vs {}", 1.0 / zl);
+        // The chooser builds these for 0.7.
+        match KeyChooser::with_theta(Distribution::Zipfian, 1000, 100, 0.7) {
+            KeyChooser::Zipfian(g) => {
+                assert_eq!(g.item_count(), 1101);
+                assert_eq!(g.zipfian().zetan(), (zeta_static(0, 1101, 0.7, 0.0), 1101));
+            }
+            other => panic!("{other:?}"),
+        }
+        match KeyChooser::with_theta(Distribution::Latest, 1000, 100, 0.7) {
+            KeyChooser::Latest(g) => {
+                #[expect(clippy::float_cmp, reason = "the constant is stored as given")]
+                let same = g.zipfian().theta() == 0.7;
+                assert!(same);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn default_zipf_constant_keeps_the_first_1000_keys() {
+        // With ZIPFIAN_CONSTANT the chooser must draw what the existing generators
+        // draw, value for value.
+        let (records, new_keys) = (100_000u64, 1_000u64);
+        let mut r1 = Rng::new(77);
+        let mut r2 = Rng::new(77);
+        let mut c = KeyChooser::with_theta(Distribution::Zipfian, records, new_keys, 0.99);
+        let mut g = ScrambledZipfian::new(0, records + new_keys);
+        let a: Vec<u64> = (0..1000).map(|_| c.next(&mut r1, records - 1)).collect();
+        let b: Vec<u64> = (0..1000).map(|_| g.next(&mut r2)).collect();
+        assert_eq!(a, b);
+        let mut c = KeyChooser::with_theta(Distribution::Latest, records, new_keys, 0.99);
+        let mut g = SkewedLatest::new(records - 1);
+        let a: Vec<u64> = (0..1000)
+            .map(|i| c.next(&mut r1, records - 1 + i))
+            .collect();
+        let b: Vec<u64> = (0..1000)
+            .map(|i| g.next(records - 1 + i, &mut r2))
+            .collect();
+        assert_eq!(a, b);
+        let mut c = KeyChooser::with_theta(Distribution::Uniform, records, new_keys, 0.7);
+        let g = Uniform::new(0, records - 1);
+        let a: Vec<u64> = (0..1000).map(|_| c.next(&mut r1, records - 1)).collect();
+        let b: Vec<u64> = (0..1000).map(|_| g.next(&mut r2)).collect();
+        assert_eq!(a, b);
+        // And another constant does change the zipfian keys.
+        let mut c = KeyChooser::with_theta(Distribution::Zipfian, records, new_keys, 0.7);
+        let mut g = ScrambledZipfian::new(0, records + new_keys);
+        let a: Vec<u64> = (0..1000).map(|_| c.next(&mut r1, records - 1)).collect();
+        let b: Vec<u64> = (0..1000).map(|_| g.next(&mut r2)).collect();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn zipf_constant_range_is_checked() {
+        for ok in [0.99, 0.7, 0.5, 1e-9, MAX_ZIPF_CONSTANT] {
+            assert_eq!(check_zipf_constant(ok), Ok(ok));
+        }
+        for bad in [
+            0.0,
+            -0.5,
+            1.0,
+            0.999_999_9,
+            1.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            let e = check_zipf_constant(bad).expect_err("outside (0, 1)");
+            assert!(e.contains("below 1"), "{e}");
+        }
+        assert!(is_default_zipf_constant(0.99));
+        assert!(!is_default_zipf_constant(0.990_000_1));
     }
 }

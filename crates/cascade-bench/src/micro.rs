@@ -38,6 +38,10 @@ pub struct BenchConfig {
     pub ycsb_keys: bool,
     /// Request distribution override for YCSB workloads ("zipfian", "uniform", "latest").
     pub distribution: Option<String>,
+    /// Zipfian constant of the YCSB `zipfian` and `latest` request distributions
+    /// ([`crate::gen::ZIPFIAN_CONSTANT`], 0.99, unless `--zipf-constant`; see
+    /// [`crate::gen::KeyChooser::with_theta`]).
+    pub zipf_constant: f64,
     /// Show a progress line on stderr.
     pub progress: bool,
 }

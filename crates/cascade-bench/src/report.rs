@@ -5,6 +5,8 @@
 //! ops_per_sec, latency_us{p50,p99,p999,max}, heap_bytes_peak, heap_bytes_end,
 //! rss_bytes, fast_tier_bytes, write_amp`, and for the slow tier (`--slow-dir`):
 //! `slow_tier_bytes, fast_write_amp, slow_write_amp, slow_gets, slow_get_share`.
+//! YCSB workloads drawing keys from a Zipfian (`zipfian`, `latest`) add
+//! `zipf_constant`.
 
 use std::fmt::Write as _;
 
@@ -81,6 +83,10 @@ pub struct Report {
     pub errors: u64,
     /// Entries read by scans.
     pub entries: u64,
+    /// Zipfian constant of the key chooser (YCSB workloads with the `zipfian` or
+    /// `latest` distribution; absent from the JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zipf_constant: Option<f64>,
 }
 
 /// A markdown table of `reports`, with a throughput ratio against the first engine
@@ -191,6 +197,13 @@ mod tests {
         }
         assert_eq!(obj["engine"], "cascade");
         assert_eq!(obj["ops"], 20);
+        assert!(!obj.contains_key("zipf_constant"));
+        let z = Report {
+            zipf_constant: Some(0.7),
+            ..r
+        };
+        let v: serde_json::Value = serde_json::to_value(&z).expect("serializes");
+        assert_eq!(v["zipf_constant"], 0.7);
     }
 
     #[test]

@@ -181,6 +181,7 @@ where
         found,
         errors,
         entries,
+        zipf_constant: None,
     }
 }
 

@@ -9,7 +9,9 @@
 //! `while (keynum > transactioninsertkeysequence.lastValue())`), then for scans the
 //! length (uniform or Zipfian over `min_scan_len..=max_scan_len`). The zipfian key
 //! chooser covers `record_count + expected_new_keys` keys like YCSB, with
-//! `expected_new_keys = op_count * insert_proportion * 2`.
+//! `expected_new_keys = op_count * insert_proportion * 2`. The `zipfian` and `latest`
+//! choosers use [`WorkloadSpec::zipf_constant`] (YCSB's `zipfianconstant`, 0.99 by
+//! default; see [`KeyChooser::with_theta`] for another value).
 //!
 //! Inserts take their key number from a shared [`AtomicU64`] that starts at
 //! `record_count` (the load phase writes `0..record_count`). YCSB's
@@ -28,7 +30,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::gen::{next_f64, Distribution, KeyChooser, Uniform, Zipfian};
+use crate::gen::{next_f64, Distribution, KeyChooser, Uniform, Zipfian, ZIPFIAN_CONSTANT};
 use crate::keys::Rng;
 
 /// `CoreWorkload`'s default `maxscanlength` (workload E sets 100).
@@ -61,6 +63,9 @@ pub struct WorkloadSpec {
     pub read_modify_write: f64,
     /// `requestdistribution`.
     pub distribution: Distribution,
+    /// Zipfian constant of the `zipfian` and `latest` key choosers (default
+    /// [`ZIPFIAN_CONSTANT`]; validate others with [`crate::gen::check_zipf_constant`]).
+    pub zipf_constant: f64,
     /// `minscanlength` (default 1).
     pub min_scan_len: usize,
     /// `maxscanlength` (100 in workload E; default 1000, unused without scans).
@@ -82,6 +87,7 @@ impl WorkloadSpec {
             scan: props[3],
             read_modify_write: props[4],
             distribution,
+            zipf_constant: ZIPFIAN_CONSTANT,
             min_scan_len: 1,
             max_scan_len: DEFAULT_MAX_SCAN_LEN,
             scan_len_distribution: ScanLenDistribution::Uniform,
@@ -93,6 +99,23 @@ impl WorkloadSpec {
     pub fn with_distribution(mut self, distribution: Distribution) -> Self {
         self.distribution = distribution;
         self
+    }
+
+    /// The same workload with another Zipfian constant for its key chooser.
+    #[must_use]
+    pub fn with_zipf_constant(mut self, theta: f64) -> Self {
+        self.zipf_constant = theta;
+        self
+    }
+
+    /// The key chooser of this workload (built as YCSB's `CoreWorkload.init` does).
+    fn key_chooser(&self, record_count: u64, op_count: u64) -> KeyChooser {
+        KeyChooser::with_theta(
+            self.distribution,
+            record_count,
+            self.expected_new_keys(op_count),
+            self.zipf_constant,
+        )
     }
 
     /// YCSB's `expectednewkeys = (int) (opcount * insertproportion * 2.0)`.
@@ -246,11 +269,7 @@ impl Workload {
     #[must_use]
     pub fn new(spec: WorkloadSpec, record_count: u64, op_count: u64) -> Self {
         let record_count = record_count.max(1);
-        let chooser = KeyChooser::new(
-            spec.distribution,
-            record_count,
-            spec.expected_new_keys(op_count),
-        );
+        let chooser = spec.key_chooser(record_count, op_count);
         Workload {
             spec,
             record_count,
@@ -322,11 +341,7 @@ impl OpGenerator {
         insert_counter: Arc<AtomicU64>,
         seed: u64,
     ) -> Self {
-        let chooser = KeyChooser::new(
-            spec.distribution,
-            record_count,
-            spec.expected_new_keys(op_count),
-        );
+        let chooser = spec.key_chooser(record_count, op_count);
         Self::with_chooser(spec, chooser, insert_counter, seed)
     }
 
@@ -588,6 +603,30 @@ mod tests {
                 .with_distribution(Distribution::Uniform),
         );
         assert!((c as f64) < 30.0, "uniform hottest count {c}");
+    }
+
+    #[test]
+    fn zipf_constant_reaches_the_key_chooser() {
+        let keys = |s: WorkloadSpec| -> Vec<u64> {
+            let w = Workload::new(s, RECORDS, OPS);
+            let mut g = w.generator(5);
+            (0..1000).map(|_| g.next_op().keynum()).collect()
+        };
+        for name in ["c", "d"] {
+            let s = spec(name).expect("standard workload");
+            assert_eq!(keys(s.clone()), keys(s.clone().with_zipf_constant(0.99)));
+            assert_ne!(keys(s.clone()), keys(s.with_zipf_constant(0.7)));
+        }
+        let ops = run(spec("c").expect("c").with_zipf_constant(0.7), 11);
+        let mut counts: HashMap<u64, u64> = HashMap::new();
+        for op in &ops {
+            *counts.entry(op.keynum()).or_default() += 1;
+        }
+        let (k, _) = counts
+            .into_iter()
+            .max_by_key(|&(k, c)| (c, k))
+            .unwrap_or((0, 0));
+        assert_eq!(k, fnvhash64(0) % (RECORDS + 1));
     }
 
     #[test]

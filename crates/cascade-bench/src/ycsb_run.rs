@@ -7,7 +7,7 @@
 //! drawn length from the key.
 
 use crate::engine::Engine;
-use crate::gen::KeyMode;
+use crate::gen::{Distribution, KeyMode};
 use crate::keys::make_value;
 use crate::micro::BenchConfig;
 use crate::report::Report;
@@ -59,9 +59,13 @@ fn phase<'a>(e: &'a dyn Engine, name: &'a str, cfg: &BenchConfig, amount: Amount
 
 /// Runs YCSB workload `name` on `e` (`load` inserts `num` records).
 ///
+/// The `zipfian` and `latest` key choosers use `cfg.zipf_constant`, which the
+/// report records (`zipf_constant`).
+///
 /// # Errors
 ///
-/// An unknown workload or distribution name. Errors of single operations are
+/// An unknown workload or distribution name, or a Zipfian constant outside
+/// [`crate::gen::check_zipf_constant`]'s range. Errors of single operations are
 /// counted in the report instead.
 pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, String> {
     if name == "load" {
@@ -73,14 +77,16 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
     }
     let mut spec = ycsb::spec(name).ok_or_else(|| format!("unknown YCSB workload {name:?}"))?;
     if let Some(name) = &cfg.distribution {
-        let dist = crate::gen::Distribution::parse(name)
-            .ok_or_else(|| format!("unknown distribution {name:?}"))?;
+        let dist =
+            Distribution::parse(name).ok_or_else(|| format!("unknown distribution {name:?}"))?;
         spec = spec.with_distribution(dist);
     }
+    let spec = spec.with_zipf_constant(crate::gen::check_zipf_constant(cfg.zipf_constant)?);
+    let zipf_constant = (spec.distribution != Distribution::Uniform).then_some(spec.zipf_constant);
     let ops = cfg.ops.unwrap_or(cfg.num);
     let workload = Workload::new(spec, cfg.num, ops);
     let p = phase(e, name, cfg, cfg.amount());
-    Ok(run_phase(&p, |c: &mut Ctx, i: u64| {
+    let mut report = run_phase(&p, |c: &mut Ctx, i: u64| {
         let seed = cfg.seed ^ 0x00C0_FFEE ^ (c.thread as u64) << 32;
         let op = c
             .ycsb
@@ -117,5 +123,7 @@ pub fn run(e: &dyn Engine, name: &str, cfg: &BenchConfig) -> Result<Report, Stri
                 })
             }
         }
-    }))
+    });
+    report.zipf_constant = zipf_constant;
+    Ok(report)
 }

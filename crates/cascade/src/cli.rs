@@ -303,6 +303,14 @@ struct BenchArgs {
     /// YCSB request distribution override: zipfian, uniform, latest.
     #[arg(long)]
     distribution: Option<String>,
+    /// YCSB Zipfian constant (theta) of the zipfian and latest request distributions,
+    /// above 0 and below 1 (at most 0.999999). 0.99, the default, is YCSB's: zipfian
+    /// hashes a Zipfian over 1e10 items with YCSB's precomputed zeta onto the records.
+    /// Any other value: zipfian hashes (same FNV hash) a Zipfian over the records
+    /// (plus expected inserts) with zeta computed for that count; latest uses a
+    /// Zipfian with this theta.
+    #[arg(long, value_parser = parse_zipf_constant)]
+    zipf_constant: Option<f64>,
     /// Entries per seekrandom / readseq batch.
     #[arg(long, default_value_t = 100)]
     scan_len: usize,
@@ -378,6 +386,16 @@ fn parse_range(s: &str) -> Result<(usize, usize), String> {
         let v = s.trim().parse().map_err(|_| bad())?;
         Ok((v, v))
     }
+}
+
+/// Parses `--zipf-constant`: a number in `(0, 1)`, see
+/// [`cascade_bench::gen::check_zipf_constant`].
+fn parse_zipf_constant(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    cascade_bench::gen::check_zipf_constant(v)
 }
 
 /// Opens engine `name` (`cascade`, `cascade-nocleaning`, `cascade-vb`, `dram-index` or
@@ -550,6 +568,9 @@ fn bench_settings(
         write_batch: a.write_batch.max(1),
         ycsb_keys,
         distribution: a.distribution.clone(),
+        zipf_constant: a
+            .zipf_constant
+            .unwrap_or(cascade_bench::gen::ZIPFIAN_CONSTANT),
         progress: !a.quiet,
     };
     let opts = Options {
@@ -570,6 +591,14 @@ fn bench_settings(
         ));
     }
     Ok((workloads, cfg, opts))
+}
+
+/// The line above the table noting a non-default YCSB Zipfian constant `theta`, when
+/// a report used it (it is in the JSON of every YCSB zipfian/latest report anyway).
+fn zipf_note(reports: &[cascade_bench::report::Report], theta: f64) -> Option<String> {
+    let used = reports.iter().any(|r| r.zipf_constant.is_some());
+    (used && !cascade_bench::gen::is_default_zipf_constant(theta))
+        .then(|| format!("YCSB Zipfian constant: {theta}"))
 }
 
 /// Runs every engine of `a` through its workloads, then prints the table and writes
@@ -649,6 +678,9 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
         } else {
             drop(engine);
         }
+    }
+    if let Some(note) = zipf_note(&reports, cfg.zipf_constant) {
+        println!("{note}");
     }
     println!("{}", report::table(&reports));
     if let Some(path) = &a.json {
