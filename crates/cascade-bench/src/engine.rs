@@ -33,6 +33,13 @@ pub struct EngineStats {
     pub gets: u64,
     /// Of those, reads the slow tier answered (0 if unknown).
     pub slow_gets: u64,
+    /// Reads of keys the engine's popularity mapper pinned in the fast tier (0 if
+    /// unknown; CascadeKV with a slow tier).
+    pub pinned_gets: u64,
+    /// Keys promoted from the slow tier to the fast one (0 if unknown).
+    pub promotions: u64,
+    /// Bytes written to the slow tier (0 if unknown).
+    pub slow_bytes_written: u64,
     /// The engine's own estimate of its DRAM use (indexes, caches), if it has one.
     pub engine_dram_bytes: u64,
 }
@@ -96,6 +103,10 @@ pub trait Engine: Send + Sync {
     fn settle(&self) -> Result<(), String>;
     /// Current sizes.
     fn stats(&self) -> EngineStats;
+    /// Every statistic the engine has, as name/value rows (empty if it has none).
+    fn stat_rows(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// CascadeKV behind the [`Engine`] trait.
@@ -212,6 +223,15 @@ impl Engine for CascadeEngine {
         Ok(())
     }
 
+    fn stat_rows(&self) -> Vec<(String, String)> {
+        self.db
+            .stats()
+            .rows()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
     fn stats(&self) -> EngineStats {
         let s = self.db.stats();
         EngineStats {
@@ -222,6 +242,9 @@ impl Engine for CascadeEngine {
             slow_write_amp: s.slow_write_amplification,
             gets: s.reads,
             slow_gets: s.slow_gets,
+            pinned_gets: s.pinned_gets,
+            promotions: s.promotions,
+            slow_bytes_written: s.slow_bytes_written,
             engine_dram_bytes: s.dram_bytes(),
         }
     }

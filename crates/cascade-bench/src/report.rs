@@ -4,7 +4,8 @@
 //! engine and workload) with at least: `engine, workload, threads, num, ops, seconds,
 //! ops_per_sec, latency_us{p50,p99,p999,max}, heap_bytes_peak, heap_bytes_end,
 //! rss_bytes, fast_tier_bytes, write_amp`, and for the slow tier (`--slow-dir`):
-//! `slow_tier_bytes, fast_write_amp, slow_write_amp, slow_gets, slow_get_share`.
+//! `slow_tier_bytes, fast_write_amp, slow_write_amp, slow_gets, slow_get_share`,
+//! `pinned_get_share, promotions, slow_bytes_written`.
 //! YCSB workloads drawing keys from a Zipfian (`zipfian`, `latest`) add
 //! `zipf_constant`.
 
@@ -75,6 +76,13 @@ pub struct Report {
     pub slow_gets: u64,
     /// `slow_gets` / point reads during the workload (0 without reads).
     pub slow_get_share: f64,
+    /// Share of the workload's point reads whose key the popularity mapper pinned
+    /// in the fast tier (0 if unknown).
+    pub pinned_get_share: f64,
+    /// Keys promoted to the fast tier during the workload.
+    pub promotions: u64,
+    /// Bytes written to the slow tier during the workload.
+    pub slow_bytes_written: u64,
     /// The engine's own DRAM estimate (0 if unknown).
     pub engine_dram_bytes: u64,
     /// Reads that found their key (read workloads).
@@ -251,6 +259,9 @@ mod tests {
             "slow_write_amp",
             "slow_gets",
             "slow_get_share",
+            "pinned_get_share",
+            "promotions",
+            "slow_bytes_written",
         ] {
             assert!(v.get(f).is_some(), "missing field {f}");
         }

@@ -171,17 +171,27 @@ where
         fast_write_amp: st.fast_write_amp,
         slow_write_amp: st.slow_write_amp,
         slow_gets,
-        // The engine counts reads in per-thread batches: keep the share within 1.
-        slow_get_share: if gets == 0 {
-            0.0
-        } else {
-            (slow_gets as f64 / gets as f64).min(1.0)
-        },
+        slow_get_share: share(slow_gets, gets),
+        pinned_get_share: share(st.pinned_gets.saturating_sub(before.pinned_gets), gets),
+        promotions: st.promotions.saturating_sub(before.promotions),
+        slow_bytes_written: st.slow_bytes_written
+            - before.slow_bytes_written.min(st.slow_bytes_written),
         engine_dram_bytes: st.engine_dram_bytes,
         found,
         errors,
         entries,
         zipf_constant: None,
+    }
+}
+
+/// `part` of `gets` as a share (0 without gets). The engine counts reads in
+/// per-thread batches: the share is kept within 1.
+#[allow(clippy::cast_precision_loss)]
+fn share(part: u64, gets: u64) -> f64 {
+    if gets == 0 {
+        0.0
+    } else {
+        (part as f64 / gets as f64).min(1.0)
     }
 }
 

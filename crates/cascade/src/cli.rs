@@ -204,6 +204,16 @@ struct ServeArgs {
     /// (e.g. 64M; 0 = unlimited).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     slow_write_rate: u64,
+    /// With --slow-dir: how demotions choose key ranges: key-order (round robin over
+    /// the key space), msc (PrismDB's cost-benefit metric), msc-exact, random or
+    /// oldest.
+    #[arg(long, default_value = "key-order")]
+    demotion_policy: cascadekv::DemotionPolicy,
+    /// With --slow-dir: share of the fast budget that keys read often may keep
+    /// pinned in the fast tier, with promotions of hot slow-tier keys (PrismDB; e.g.
+    /// 0.7). 0, the default, is popularity off.
+    #[arg(long, default_value_t = 0.0)]
+    pin_fraction: f64,
 }
 
 /// Runs the server until it stops; the process exit code (1 if the server failed).
@@ -236,6 +246,8 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
             slow_dir: a.slow_dir,
             fast_budget: a.fast_budget,
             slow_write_rate: a.slow_write_rate,
+            demotion_policy: a.demotion_policy,
+            pin_fraction: a.pin_fraction,
             ..Options::default()
         },
         heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
@@ -262,8 +274,9 @@ struct BenchArgs {
     /// cascade-nocleaning (log cleaning off), cascade-vb (each thread persists its own
     /// synchronous writes: no batching across threads), cascade-plain (a log record per
     /// operation: no packed records), cascade-sf (Bloom filters on StableStore tables
-    /// too), cascade-hikv (HiKV's hybrid hash + tree FastStore index), dram-index (the
-    /// FastStore alone), dram-hikv (the FastStore alone with the hybrid index),
+    /// too), cascade-hikv (HiKV's hybrid hash + tree FastStore index), cascade-fast
+    /// (--slow-dir ignored: everything in the pool), cascade-place (slow tier with
+    /// PrismDB's popularity placement), dram-index (the FastStore alone), dram-hikv (the FastStore alone with the hybrid index),
     /// rocksdb (needs a build with `--features rocksdb`). Ratios are against the first.
     #[arg(long, default_value = "cascade")]
     engine: String,
@@ -353,6 +366,15 @@ struct BenchArgs {
     /// slow-tier merges write (e.g. 64M; 0 = unlimited).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     slow_write_rate: u64,
+    /// With --slow-dir: how the cascade engines' demotions choose key ranges:
+    /// key-order, msc, msc-exact, random or oldest (cascade-place: msc unless given).
+    #[arg(long, default_value = "key-order")]
+    demotion_policy: cascadekv::DemotionPolicy,
+    /// With --slow-dir: share of the fast budget popular keys may keep pinned in the
+    /// cascade engines' fast tier (0 = popularity off; cascade-place: 0.7 unless
+    /// given).
+    #[arg(long, default_value_t = 0.0)]
+    pin_fraction: f64,
     /// RocksDB block cache (default: the DRAM the cascade engine reported, else 64M).
     #[arg(long, value_parser = parse_size)]
     block_cache: Option<u64>,
@@ -362,6 +384,9 @@ struct BenchArgs {
     /// Write PNG charts (throughput, latency CDF, timeline) into this directory.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Print each engine's own statistics to stderr after its workloads.
+    #[arg(long)]
+    engine_stats: bool,
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
@@ -457,6 +482,33 @@ fn open_engine(
             };
             Ok(Box::new(CascadeEngine::open("cascade-hikv", dir, opts)?))
         }
+        // Everything in the fast tier, --slow-dir ignored: what a slow tier costs.
+        "cascade-fast" => {
+            let opts = Options {
+                slow_dir: None,
+                ..opts.clone()
+            };
+            Ok(Box::new(CascadeEngine::open("cascade-fast", dir, opts)?))
+        }
+        // The slow tier with popularity placement (issue #15, PrismDB): hot entries
+        // pinned at 0.7 of the budget, MSC victims, promotions — unless the flags set
+        // them — against `cascade`'s default (key order, nothing pinned).
+        "cascade-place" => {
+            let opts = Options {
+                pin_fraction: if opts.pin_fraction > 0.0 {
+                    opts.pin_fraction
+                } else {
+                    0.7
+                },
+                demotion_policy: if opts.demotion_policy == cascadekv::DemotionPolicy::KeyOrder {
+                    cascadekv::DemotionPolicy::Msc
+                } else {
+                    opts.demotion_policy
+                },
+                ..opts.clone()
+            };
+            Ok(Box::new(CascadeEngine::open("cascade-place", dir, opts)?))
+        }
         "dram-index" => Ok(Box::new(CascadeEngine::open_dram_index(dir, opts.clone())?)),
         // The FastStore alone with the hybrid index (against `dram-index`).
         "dram-hikv" => {
@@ -480,7 +532,8 @@ fn open_engine(
         ),
         other => Err(format!(
             "unknown engine {other:?} (cascade, cascade-nocleaning, cascade-vb, cascade-plain, \
-             cascade-sf, cascade-hikv, dram-index, dram-hikv, rocksdb)"
+             cascade-sf, cascade-hikv, cascade-fast, cascade-place, dram-index, dram-hikv, \
+             rocksdb)"
         )),
     }
 }
@@ -582,6 +635,8 @@ fn bench_settings(
         durability,
         fast_budget: a.fast_budget,
         slow_write_rate: a.slow_write_rate,
+        demotion_policy: a.demotion_policy,
+        pin_fraction: a.pin_fraction,
         ..Options::default()
     };
     if a.slow_dir.as_ref().is_some_and(|s| *s == a.dir) {
@@ -601,6 +656,22 @@ fn zipf_note(reports: &[cascade_bench::report::Report], theta: f64) -> Option<St
         .then(|| format!("YCSB Zipfian constant: {theta}"))
 }
 
+/// Creates `dir`, emptied first unless `reuse`.
+fn fresh_dir(dir: &std::path::Path, reuse: bool) -> Result<(), cascadekv::Error> {
+    if !reuse {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| cascadekv::Error::io(format!("creating {}", dir.display()), e))
+}
+
+/// `--engine-stats`: every statistic of engine `name`, to stderr.
+fn print_engine_stats(name: &str, engine: &dyn cascade_bench::engine::Engine) {
+    for (k, v) in engine.stat_rows() {
+        eprintln!("  {name} {k} = {v}");
+    }
+}
+
 /// Runs every engine of `a` through its workloads, then prints the table and writes
 /// the JSON and charts asked for; the process exit code.
 fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
@@ -610,11 +681,7 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
     let mut reports: Vec<report::Report> = Vec::new();
     for name in a.engine.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let dir = a.dir.join(name);
-        if !a.reuse {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| cascadekv::Error::io(format!("creating {}", dir.display()), e))?;
+        fresh_dir(&dir, a.reuse)?;
         // The dram-* engines never flush, so never use a slow tier.
         let slow_dir = a
             .slow_dir
@@ -622,11 +689,7 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
             .filter(|_| !name.starts_with("dram-"))
             .map(|s| s.join(name));
         if let Some(slow) = &slow_dir {
-            if !a.reuse {
-                let _ = std::fs::remove_dir_all(slow);
-            }
-            std::fs::create_dir_all(slow)
-                .map_err(|e| cascadekv::Error::io(format!("creating {}", slow.display()), e))?;
+            fresh_dir(slow, a.reuse)?;
         }
         let opts = Options {
             slow_dir,
@@ -671,6 +734,9 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
                 eprintln!("  {name} {w}: {} operations failed", r.errors);
             }
             reports.push(r);
+        }
+        if a.engine_stats {
+            print_engine_stats(name, engine.as_ref());
         }
         if a.kill_at_end {
             // Not closed: the SIGKILL below must find the store open (a crash).

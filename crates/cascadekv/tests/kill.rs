@@ -19,7 +19,9 @@
 //!
 //! `KILL_CYCLES` (default 50) sets the number of kill/verify cycles, `KILL_SEED` the
 //! seed of the parent's and children's random choices (kill times stay
-//! timing-dependent; an even seed also gives the store a slow tier), `KILL_TRACE=1`
+//! timing-dependent; an even seed also gives the store a slow tier, and a seed
+//! divisible by 4 runs it with popularity placement; writers also read their keys
+//! back and check them against their last acknowledged write), `KILL_TRACE=1`
 //! prints one timing line per cycle. On failure the
 //! store and oracle are kept and their path printed.
 
@@ -59,6 +61,9 @@ const OP_DEL: u8 = 2;
 /// Marker file: this run's store has a slow tier (the parent decides by its seed, the
 /// child reads it, so both open the store with the same options).
 const SLOW_MARKER: &str = "slow-tier";
+/// Marker file: the slow tier runs popularity placement (pinning, MSC victims,
+/// promotions; issue #15) — seeds divisible by 4.
+const PLACE_MARKER: &str = "placement";
 
 /// Small stages so that kills land during flushes and compactions too. Runs with an
 /// even seed add a slow tier under a 64 KiB fast budget with merges of two runs, so
@@ -78,13 +83,23 @@ fn options(root: &Path) -> Options {
     if !root.join(SLOW_MARKER).exists() {
         return base;
     }
-    Options {
+    let slow = Options {
         slow_dir: Some(root.join("slow")),
         fast_budget: 64 << 10,
         slow_block_size: 512,
         slow_merge_width: 2,
         slow_partition_bytes: 1 << 20,
         ..base
+    };
+    if !root.join(PLACE_MARKER).exists() {
+        return slow;
+    }
+    Options {
+        pin_fraction: 0.7,
+        demotion_policy: cascadekv::DemotionPolicy::Msc,
+        promote_epoch_ops: 2000,
+        promote_cooldown_ops: 10_000,
+        ..slow
     }
 }
 
@@ -345,7 +360,25 @@ fn writer(
     ));
     let mut ops: Vec<Entry> = Vec::with_capacity(5);
     let mut buf: Vec<u8> = Vec::with_capacity(5 * ENTRY);
+    // This process's last acknowledged write of each key (version, deleted): reads
+    // check them (read-your-writes through demotions and promotions, issue #15).
+    let mut last: std::collections::HashMap<u32, (u64, bool)> = std::collections::HashMap::new();
     for _ in 0..limit.unwrap_or(u64::MAX) {
+        if rng.gen_bool(0.3) {
+            let id = pick_key(&mut rng, t);
+            let got = db
+                .get(&key_of(id))
+                .map_err(|e| format!("get of key {id} failed: {e}"))?;
+            if let Some(&(v, del)) = last.get(&id) {
+                let want = (!del).then(|| value_of(id, v));
+                if got != want {
+                    return Err(format!(
+                        "key {id}: read {:?} after acknowledged version {v} (deleted: {del})",
+                        got.map(|g| String::from_utf8_lossy(&g).into_owned())
+                    ));
+                }
+            }
+        }
         ops.clear();
         let roll = rng.gen_range(0..100);
         let batch = roll < 20;
@@ -406,6 +439,7 @@ fn writer(
         buf.clear();
         for e in &ops {
             buf.extend_from_slice(&Entry { kind: ACK, ..*e }.encode());
+            last.insert(e.key, (e.version, e.op == OP_DEL));
         }
         append(oracle, &buf)?;
     }
@@ -741,6 +775,9 @@ fn kill_child_at_random_moments() {
     if seed.is_multiple_of(2) {
         std::fs::write(root.join(SLOW_MARKER), b"").expect("create the slow-tier marker");
     }
+    if seed.is_multiple_of(4) {
+        std::fs::write(root.join(PLACE_MARKER), b"").expect("create the placement marker");
+    }
     match run(&root, cycles, seed) {
         Ok(()) => {
             let _ = std::fs::remove_dir_all(&root);
@@ -767,7 +804,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     eprintln!(
         "kill test: {cycles} cycles, seed {seed}, dir {}, slow tier {}",
         root.display(),
-        if root.join(SLOW_MARKER).exists() {
+        if root.join(PLACE_MARKER).exists() {
+            "on, with placement"
+        } else if root.join(SLOW_MARKER).exists() {
             "on"
         } else {
             "off"

@@ -142,8 +142,9 @@ fn slow_step(engine: &Engine) -> Result<()> {
     slow::update_pressure(engine);
     let r = (|| {
         while !engine.bg.stopped()
-            && (slow::demote(engine, false)?
-                || slow::merge_step(engine)?
+            && (slow::merge_step(engine, true)?
+                || slow::demote(engine, false)?
+                || slow::merge_step(engine, false)?
                 || promote::promote(engine)?)
         {
             engine.stages.sweep();

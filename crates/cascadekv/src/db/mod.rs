@@ -377,7 +377,7 @@ impl Db {
         // then promotions if the read trigger wants them (and again, for the room
         // they take).
         loop {
-            while slow::demote(&self.engine, true)? || slow::merge_step(&self.engine)? {
+            while slow::demote(&self.engine, true)? || slow::merge_step(&self.engine, false)? {
                 done = true;
             }
             if !promote::promote(&self.engine)? {

@@ -168,7 +168,9 @@ fn placement(opts: &Options, pool: &Pool, slow: bool) -> Option<crate::placement
     // and tests); the choices need spread, not secrecy.
     let seed = 0x5EED_CA5C_ADE0_0001;
     Some(crate::placement::Placement::new(
-        opts.effective_tracker_keys(budget),
+        opts.tracker_keys,
+        // Until the first pinning rule: entries of about 1 KiB.
+        crate::placement::tracker_keys((budget / 1024).saturating_mul(7) / 10),
         opts.demotion_policy,
         opts.pin_fraction,
         opts.promote_epoch_ops,

@@ -28,7 +28,6 @@ pub enum Durability {
 pub enum DemotionPolicy {
     /// PrismDB's approx-MSC: the best of 8 random candidates by benefit (coldness)
     /// over cost (slow-tier I/O per byte moved), each scored from a sample of keys.
-    #[default]
     Msc,
     /// MSC scored from every key of each candidate (slower; for comparison).
     MscExact,
@@ -36,7 +35,9 @@ pub enum DemotionPolicy {
     Random,
     /// The oldest tables first (lowest table id).
     Oldest,
-    /// Key ranges in a round robin over the key space (issue #14's order).
+    /// Key ranges in a round robin over the key space (issue #14's order; the
+    /// default, see [`Options::pin_fraction`]).
+    #[default]
     KeyOrder,
 }
 
@@ -191,14 +192,19 @@ pub struct Options {
     /// Slow-tier write rate limit of demotions and merges, bytes per second (0 =
     /// unlimited, the default), so reads keep their tail under a write stream.
     pub slow_write_rate: u64,
-    /// How demotions choose key ranges (default [`DemotionPolicy::Msc`]).
+    /// How demotions choose key ranges (default [`DemotionPolicy::KeyOrder`]).
     pub demotion_policy: DemotionPolicy,
     /// Share of the fast budget the popular keys pinned in the fast tier may take
-    /// (PrismDB's pinning threshold; default 0.7). 0 turns popularity off: demotions
-    /// move whole key ranges and nothing is promoted.
+    /// (PrismDB's pinning threshold; PrismDB's setting is 0.7). 0, the default, turns
+    /// popularity off: demotions move whole key ranges and nothing is promoted. Off by
+    /// default because it measured slower here (docs/benchmarks.md, issue #15): it
+    /// raised the fast tier's share of YCSB gets by 2–9 points, but its tracker,
+    /// kept-entry rewrites and extra demotions cost more throughput than that won
+    /// (YCSB A lost up to 45 %; B and C were within noise).
     pub pin_fraction: f64,
-    /// Keys the popularity tracker follows (0 = automatic: the fast budget / 512,
-    /// 16 Ki–4 Mi keys). Each costs about 40 bytes of DRAM plus its key.
+    /// Keys the popularity tracker follows (0 = automatic: the pinning target over
+    /// 0.7, PrismDB's pinning threshold of 70 % of the tracker; 1 Ki–4 Mi keys). Each
+    /// costs about 40 bytes of DRAM plus its key.
     pub tracker_keys: usize,
     /// Client operations per read-triggered promotion epoch (default 1 M).
     pub promote_epoch_ops: u64,
@@ -253,8 +259,8 @@ impl Default for Options {
             slow_merge_width: 4,
             slow_partition_bytes: 256 << 20,
             slow_write_rate: 0,
-            demotion_policy: DemotionPolicy::Msc,
-            pin_fraction: 0.7,
+            demotion_policy: DemotionPolicy::KeyOrder,
+            pin_fraction: 0.0,
             tracker_keys: 0,
             promote_epoch_ops: 1_000_000,
             promote_cooldown_ops: 10_000_000,
@@ -370,16 +376,6 @@ impl Options {
         } else {
             self.pool_size / 4
         }
-    }
-
-    /// Keys the popularity tracker follows: `tracker_keys`, or for 0 the fast budget
-    /// / 512 between 16 Ki and 4 Mi.
-    #[must_use]
-    pub fn effective_tracker_keys(&self, budget: u64) -> usize {
-        if self.tracker_keys != 0 {
-            return self.tracker_keys;
-        }
-        usize::try_from((budget / 512).clamp(16 << 10, 4 << 20)).unwrap_or(4 << 20)
     }
 
     /// Checks a key against the limits.

@@ -20,9 +20,10 @@
 //! slow tier keeps its copy (same value, shadowed) until a later demotion of the key
 //! writes a newer run above it; a crash before the edit loses only the copy.
 //!
-//! Room: a job promotes at most [`MAX_BYTES`] or a 32nd of the fast budget, and only
-//! while StableStore is within a 16th over the budget; demotion then moves colder
-//! ranges down (an exchange, as PrismDB's read-triggered compactions do).
+//! Room: a job promotes at most [`MAX_BYTES`] or a 32nd of the fast budget (and what
+//! is left of the epoch's allowance, `placement/epochs.rs`), and only while
+//! StableStore is within a 16th over the budget; demotion then moves colder ranges
+//! down (an exchange, as PrismDB's read-triggered compactions do).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -49,10 +50,11 @@ pub(crate) fn promote(e: &Engine) -> Result<bool> {
     let (Some(p), Some(_)) = (&e.placement, &e.slow) else {
         return Ok(false);
     };
-    if !p.promote_now() {
+    let budget = e.fast_budget();
+    let allowed = p.promote_now(budget);
+    if allowed == 0 {
         return Ok(false);
     }
-    let budget = e.fast_budget();
     let _c = e.compact_lock.lock();
     let Some(_s) = e.slow_lock.try_lock() else {
         return Ok(false);
@@ -63,7 +65,7 @@ pub(crate) fn promote(e: &Engine) -> Result<bool> {
     if fast > budget + budget / 16 {
         return Ok(false);
     }
-    let room = (budget / 32).clamp(1 << 20, MAX_BYTES);
+    let room = (budget / 32).clamp(1 << 20, MAX_BYTES).min(allowed);
     let pin = p.pinning(budget, fast, stable.entries());
     let mut keys = p
         .tracker

@@ -120,8 +120,9 @@ pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
         return Ok(false);
     }
     let got: u64 = victims.iter().map(|l| u64::from(l.size)).sum();
+    let pin_any = !forced && pinning != Pinning::NONE;
     let mut pins = |k: &[u8]| match &e.placement {
-        Some(p) if !forced => pinning.pins(k, p.tracker.get(k).map(|(c, _)| c)),
+        Some(p) if pin_any => pinning.pins(k, p.tracker.get(k).map(|(c, _)| c)),
         _ => false,
     };
     // Kept tables end where the victims are not consecutive StableStore tables.
@@ -140,6 +141,12 @@ pub(crate) fn demote(e: &Engine, wait: bool) -> Result<bool> {
     };
     let mut out = compact::demote(ctx, &stages.slow, &victims, &e.pool, &retained, keep)?;
     let kept = std::mem::take(&mut out.kept);
+    if let Some(p) = &e.placement {
+        // Every entry was pinned after all (the sample said otherwise): the next
+        // batch ignores pinning, so the budget is kept.
+        p.force_next
+            .store(out.entries_out == 0 && !forced, Ordering::Relaxed);
+    }
     let released = released_segments(&victims);
     let removed: Vec<u64> = victims.iter().map(|l| l.id).collect();
     persist(
@@ -219,7 +226,10 @@ fn pick(
     fast: u64,
     from: &[u8],
 ) -> Result<(Vec<Arc<Lst>>, Pinning, bool)> {
-    let Some(p) = &e.placement else {
+    // Without a single tracked key (a pure write load so far) popularity says
+    // nothing: key order, nothing pinned (MSC's random candidates only cost CPU there).
+    let placement = e.placement.as_ref().filter(|p| p.tracker.len() > 0);
+    let Some(p) = placement else {
         let mut first = tables.partition_point(|l| *l.min_key < *from);
         if first >= tables.len() {
             first = 0;
@@ -241,7 +251,7 @@ fn pick(
     // coarse enough that a batch touches few slow-tier partitions.
     let units = msc::units(tables, (target / 8).max(1));
     let mut rng = p.rng.lock();
-    let (chosen, forced) = msc::choose(
+    let (chosen, mut forced) = msc::choose(
         p.policy,
         units,
         tables,
@@ -252,6 +262,7 @@ fn pick(
         from,
         &mut rng,
     )?;
+    forced |= p.force_next.load(Ordering::Relaxed);
     let victims = chosen
         .iter()
         .filter_map(|u| tables.get(u.first..u.first + u.n))
@@ -261,8 +272,14 @@ fn pick(
     Ok((victims, pinning, forced))
 }
 
-/// Runs one slow-tier merge or split if one is due. Returns false if none was.
-pub(crate) fn merge_step(e: &Engine) -> Result<bool> {
+/// Runs one slow-tier merge or split if one is due — with `urgent`, only a split or
+/// the full merge of a partition past `compact::max_runs`. Returns false if none ran.
+///
+/// The slow-tier thread runs urgent steps before demotions: under a sustained write
+/// load demotion is always due, and merges waiting behind it let runs pile up (1M
+/// keys, YCSB A at a 20 % budget: 19 runs in one 1 GB partition, no merge, every
+/// slow-tier get probing each run's filter).
+pub(crate) fn merge_step(e: &Engine, urgent: bool) -> Result<bool> {
     let Some(ctx) = &e.slow else {
         return Ok(false);
     };
@@ -276,6 +293,9 @@ pub(crate) fn merge_step(e: &Engine) -> Result<bool> {
     ) else {
         return Ok(false);
     };
+    if urgent && !compact::is_urgent(&stages.slow, &step, e.opts.slow_merge_width) {
+        return Ok(false);
+    }
     let mut out = compact::run_step(ctx, &stages.slow, &step)?;
     persist(e, &mut out, Vec::new(), Vec::new(), Vec::new())?;
     e.stages.install_slow(&HashSet::new(), Vec::new(), |cur| {

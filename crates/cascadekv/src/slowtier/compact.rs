@@ -23,16 +23,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::file::SlowIo;
+pub(crate) use super::keep::Keep;
+use super::keep::KeptWriter;
 use super::tier::{Partition, Run, SlowTier};
 use super::writer::{Pace, RunWriter};
 use crate::compaction::merge::{merge, RunCursor};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pmem::Pool;
-use crate::table::builder::{LstBuilder, TableOptions};
-use crate::table::{Lst, TableWriter, Unpublished};
+use crate::table::{Lst, Unpublished};
 use crate::value::ValueRef;
 use crate::vlog::segments::DeadTally;
-use crate::vlog::{RetainedSegments, SegmentMap};
+use crate::vlog::RetainedSegments;
 
 /// What a slow-tier job needs.
 #[derive(Debug)]
@@ -116,93 +117,6 @@ fn finish_run(w: RunWriter, weight: u32, o: &mut Outcome) -> Result<Option<Arc<R
         o.created.push(l.clone());
     }
     Ok(Some(Arc::new(Run::new(f.number(), weight, lsts, filters))))
-}
-
-/// Where the entries a demotion pins go: new StableStore tables in the pool.
-pub(crate) struct Keep<'a> {
-    /// Whether an entry stays in the fast tier (the mapper's decision, issue #15).
-    pub pins: &'a mut dyn FnMut(&[u8]) -> bool,
-    /// How StableStore tables are cut.
-    pub topts: &'a TableOptions,
-    /// Keys (ascending) where a kept table must end and the next begin: the first
-    /// key of each victim range after a gap. StableStore tables left between two
-    /// victim ranges must not overlap a kept table.
-    pub cuts: &'a [Box<[u8]>],
-}
-
-/// Writes the entries a demotion keeps into new StableStore tables, cut at the
-/// `Keep::cuts`.
-struct KeptWriter<'a> {
-    pool: &'a Arc<Pool>,
-    segs: SegmentMap,
-    w: TableWriter,
-    b: LstBuilder,
-    cuts: std::iter::Peekable<std::slice::Iter<'a, Box<[u8]>>>,
-}
-
-impl<'a> KeptWriter<'a> {
-    fn new(
-        pool: &'a Arc<Pool>,
-        victims: &[Arc<Lst>],
-        topts: &TableOptions,
-        cuts: &'a [Box<[u8]>],
-    ) -> Self {
-        let mut segs = SegmentMap::default();
-        for l in victims {
-            for s in l.value_segments() {
-                segs.insert(s.clone());
-            }
-        }
-        KeptWriter {
-            pool,
-            segs,
-            w: TableWriter::new(pool.clone()),
-            b: topts.builder(topts.stable_filters),
-            cuts: cuts.iter().peekable(),
-        }
-    }
-
-    fn add(&mut self, k: &[u8], v: ValueRef<'_>, o: &mut Outcome) -> Result<()> {
-        while self.cuts.next_if(|c| k >= &***c).is_some() {
-            if let Some(b) = self.b.finish() {
-                o.kept.push(self.w.place(b, &self.segs)?);
-            }
-        }
-        let chunk = match v.ptr() {
-            None => None,
-            Some(p) => Some(
-                self.segs
-                    .find(p.addr, self.pool.chunk_size())
-                    .map(|s| s.chunk())
-                    .ok_or_else(|| {
-                        Error::corruption(
-                            self.pool.path(),
-                            p.addr,
-                            "a table entry points outside the value segments its table lists",
-                        )
-                    })?,
-            ),
-        };
-        let done = self.b.add(k, &v);
-        if let Some(c) = chunk {
-            self.b.note_value_segment(c);
-        }
-        if let Some(b) = done {
-            o.kept.push(self.w.place(b, &self.segs)?);
-        }
-        o.kept_entries += 1;
-        Ok(())
-    }
-
-    /// Places the last table and makes every kept table durable.
-    fn finish(mut self, o: &mut Outcome) -> Result<()> {
-        if let Some(b) = self.b.finish() {
-            o.kept.push(self.w.place(b, &self.segs)?);
-        }
-        self.w.sync()?;
-        o.kept_bytes = self.w.bytes_written();
-        Ok(())
-    }
 }
 
 /// Demotes `victims` (stable tables in key order, not overlapping) into `tier`,
@@ -357,6 +271,21 @@ pub(crate) fn plan(tier: &SlowTier, width: usize, part_max: u64) -> Option<Step>
         }
     }
     best.map(|(_, s)| s)
+}
+
+/// True for a split, or the full merge of a partition holding more than
+/// [`max_runs`]: what bounds the slow tier's space and read amplification.
+pub(crate) fn is_urgent(tier: &SlowTier, step: &Step, width: usize) -> bool {
+    match step {
+        Step::Split { .. } => true,
+        Step::Merge { part, from, n } => {
+            *from == 0
+                && tier
+                    .parts()
+                    .get(*part)
+                    .is_some_and(|p| *n == p.runs.len() && p.runs.len() > max_runs(width.max(2)))
+        }
+    }
 }
 
 /// Bytes in partitions due a split, and in runs of a weight class with `width` runs or

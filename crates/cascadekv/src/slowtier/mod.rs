@@ -9,6 +9,7 @@
 //! * [`tier`] — the tier as readers see it: partitions of runs, one index across
 //!   media for point reads, scans.
 //! * [`compact`] — demotion, partition merges and splits.
+//! * [`keep`] — the entries a demotion keeps in the pool (popularity pinning, #15).
 //!
 //! The job glue (manifest edit, installing the next stage set, retiring inputs) is
 //! `db/slow.rs`; the manifest part is `manifest/slow.rs`; the format is formats.md §13.
@@ -16,6 +17,7 @@
 pub(crate) mod compact;
 pub(crate) mod file;
 pub(crate) mod filters;
+pub(crate) mod keep;
 pub(crate) mod open;
 pub(crate) mod tier;
 pub(crate) mod writer;

@@ -65,6 +65,14 @@ impl TableSet {
         )
     }
 
+    /// The tables overlapping `[lo, hi]` (a contiguous slice: the set's tables do
+    /// not overlap each other).
+    pub fn overlapping(&self, lo: &[u8], hi: &[u8]) -> &[Arc<Lst>] {
+        let from = self.sorted.partition_point(|l| &*l.max_key < lo);
+        let to = self.sorted.partition_point(|l| &*l.min_key <= hi);
+        self.sorted.get(from..to.max(from)).unwrap_or(&[])
+    }
+
     /// Number of tables.
     pub fn len(&self) -> usize {
         self.sorted.len()
