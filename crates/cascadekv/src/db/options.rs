@@ -197,10 +197,10 @@ pub struct Options {
     /// Share of the fast budget the popular keys pinned in the fast tier may take
     /// (PrismDB's pinning threshold; PrismDB's setting is 0.7). 0, the default, turns
     /// popularity off: demotions move whole key ranges and nothing is promoted. Off by
-    /// default because it measured slower here (docs/benchmarks.md, issue #15): it
-    /// raised the fast tier's share of YCSB gets by 2–9 points, but its tracker,
+    /// default because it measured slower here (docs/benchmarks.md, session 5): it
+    /// raised the fast tier's share of YCSB gets by up to 10 points, but its tracker,
     /// kept-entry rewrites and extra demotions cost more throughput than that won
-    /// (YCSB A lost up to 45 %; B and C were within noise).
+    /// (up to 43 % lost, YCSB B at zipfian 0.99 with a 20 % budget).
     pub pin_fraction: f64,
     /// Keys the popularity tracker follows (0 = automatic: the pinning target over
     /// 0.7, PrismDB's pinning threshold of 70 % of the tracker; 1 Ki–4 Mi keys). Each
