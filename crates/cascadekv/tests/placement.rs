@@ -190,3 +190,45 @@ fn hot_keys_in_the_slow_tier_are_promoted() -> cascadekv::Result<()> {
     db.close()?;
     Ok(())
 }
+
+/// With the background threads running (no manual compaction): demotion keeps the
+/// store near its budget, read-triggered epochs promote the hot keys the slow tier
+/// serves, and every value stays exact while they do.
+#[test]
+fn background_threads_promote_while_serving() -> cascadekv::Result<()> {
+    let d = Dirs::new("place-bg");
+    let o = Options {
+        background: true,
+        ..opts(&d.slow(), 0.7, DemotionPolicy::Msc)
+    };
+    let db = Db::open(d.data(), o)?;
+    let mut model = Model::new();
+    for i in 0..4000u64 {
+        db.put(&key(i), &value(i, 0))?;
+        model.insert(key(i), value(i, 0));
+    }
+    db.flush_faststore()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.stats().slow_tier_entries < 3000 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The hot set: 400 keys the slow tier serves now.
+    let mut hot = Vec::new();
+    for i in 0..4000u64 {
+        if hot.len() < 400 && slow_gets(&db, &[key(i)])? == 1 {
+            hot.push(key(i));
+        }
+    }
+    assert_eq!(hot.len(), 400);
+    while db.stats().promotions == 0 && std::time::Instant::now() < deadline {
+        for k in &hot {
+            assert_eq!(db.get(k)?.as_ref(), model.get(k));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let st = db.stats();
+    assert!(st.promotions > 0 && st.demotions > 0, "{st:?}");
+    check(&db, &model)?;
+    db.close()?;
+    Ok(())
+}

@@ -184,7 +184,7 @@ pub struct Stats {
     pub fast_gets: u64,
     /// Gets of keys the pinning rule in force pinned (the pinned set's accesses).
     pub pinned_gets: u64,
-    /// Share of found gets the fast tier served, and share that hit the pinned set.
+    /// Share of found gets the fast tier served (with placement on).
     pub fast_get_share: f64,
     /// Share of found gets whose key was in the pinned set.
     pub pinned_get_share: f64,
