@@ -3,8 +3,10 @@
 //!
 //! * [`demote`] (compaction thread's partner, `cascade-slow`): while StableStore —
 //!   its tables and the separated values they point to — holds more than the fast
-//!   budget, moves a batch of its tables — the next key range in a
-//!   round robin over the key space — into the slow tier. It holds `compact_lock` (no
+//!   budget, moves a batch of its tables into the slow tier: the next key range in a
+//!   round robin over the key space, or with popularity placement (issue #15) the
+//!   ranges `placement/msc.rs` picks, keeping the entries the mapper pins in new pool
+//!   tables (`slowtier/keep.rs`). It holds `compact_lock` (no
 //!   fast compaction may rewrite its victims meanwhile) and `slow_lock`, and gives up
 //!   at once if a slow-tier merge holds the latter, so a long merge never blocks fast
 //!   compaction. One batch is a quarter of the budget, 8–64 MiB (a larger batch means
@@ -13,7 +15,8 @@
 //!   between batches.
 //! * [`merge_step`]: one partition merge or split (`slowtier::compact::plan`), under
 //!   `slow_lock` only: it rewrites slow-tier files alone, and a demotion is the only
-//!   other writer of partitions.
+//!   other writer of partitions. Splits and over-cap full merges are *urgent*: the
+//!   slow-tier thread runs them before demotions.
 //!
 //! Order of effects, as for compaction: new files sealed (fsync, rename, fsync dir) →
 //! manifest edit durable → stage set installed → inputs marked obsolete (their pool

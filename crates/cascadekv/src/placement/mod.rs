@@ -16,6 +16,9 @@
 //! (`Options::pin_fraction`) of it, and a demotion that would free nothing demotes
 //! its least-pinned range whole.
 //!
+//! Off by default (`Options::pin_fraction` 0 with key-order demotion: no tracker at
+//! all): it measured slower than key order on this host (docs/benchmarks.md, session 5).
+//!
 //! Correctness does not depend on any of this: every placement decision only chooses
 //! *which* correct move happens (see `docs/design.md` §13).
 //!
