@@ -223,20 +223,18 @@ pub(crate) fn choose(
     }
     let mut best_unpinned: Option<(f64, usize)> = None;
     while freed < target_f && !cands.is_empty() {
+        let exact = policy == DemotionPolicy::MscExact;
+        let score_at = |i: usize| match cands.get(i) {
+            Some(u) => score(u, tables, slow, tracker, pin, exact).map(|s| (i, s)),
+            None => Ok((i, Score::default())),
+        };
         let (i, s) = match policy {
-            DemotionPolicy::KeyOrder | DemotionPolicy::Oldest => {
-                (0, score(&cands[0], tables, slow, tracker, pin, false)?)
-            }
-            DemotionPolicy::Random => {
-                let i = rng.below(cands.len());
-                (i, score(&cands[i], tables, slow, tracker, pin, false)?)
-            }
+            DemotionPolicy::KeyOrder | DemotionPolicy::Oldest => score_at(0)?,
+            DemotionPolicy::Random => score_at(rng.below(cands.len()))?,
             DemotionPolicy::Msc | DemotionPolicy::MscExact => {
-                let exact = policy == DemotionPolicy::MscExact;
                 let mut best: Option<(usize, Score)> = None;
                 for _ in 0..K.min(cands.len()) {
-                    let i = rng.below(cands.len());
-                    let s = score(&cands[i], tables, slow, tracker, pin, exact)?;
+                    let (i, s) = score_at(rng.below(cands.len()))?;
                     if best.is_none_or(|(_, b)| s.msc > b.msc) {
                         best = Some((i, s));
                     }
@@ -244,6 +242,9 @@ pub(crate) fn choose(
                 best.unwrap_or((0, Score::default()))
             }
         };
+        if i >= cands.len() {
+            break;
+        }
         let u = cands.remove(i);
         if chosen.is_empty() && policy != DemotionPolicy::KeyOrder {
             // The rest of the batch comes from the same slow-tier partition: one run
