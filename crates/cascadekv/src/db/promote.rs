@@ -10,8 +10,10 @@
 //! 2. drop each key some fast stage holds (its version there is newer: nothing to
 //!    promote) and read the rest from the slow tier — their newest version, since the
 //!    slow tier cannot change meanwhile; tombstones and values over [`MAX_VALUE`] stay;
-//! 3. write the values inline into new pool tables and merge them into StableStore
-//!    with an ordinary compaction (`compact::Job::Promote`): one manifest edit.
+//! 3. keep only the candidates in the densest eighth of StableStore's tables (a
+//!    compaction rewrites every table its keys overlap), write their values inline
+//!    into new pool tables and merge them into StableStore with an ordinary
+//!    compaction (`compact::Job::Promote`): one manifest edit.
 //!
 //! Why this is correct: a promoted key is absent from StableStore when read, and
 //! StableStore cannot gain it before the edit (both locks are held), so the copy sits
@@ -34,7 +36,7 @@ use super::engine::Engine;
 use super::slow::fast_bytes;
 use crate::bufferstore::BufferTree;
 use crate::error::Result;
-use crate::table::{TableSet, TableWriter, Unpublished};
+use crate::table::{Lst, TableSet, TableWriter, Unpublished};
 use crate::value::ValueRef;
 use crate::vlog::SegmentMap;
 
@@ -71,6 +73,8 @@ pub(crate) fn promote(e: &Engine) -> Result<bool> {
         .tracker
         .hot_in_slow(MAX_KEYS, |clock, k| pin.pins(k, Some(clock)));
     keys.sort_unstable();
+    let tables: Vec<Arc<Lst>> = stable.tables().cloned().collect();
+    let keys = densest_window(keys, &tables);
     let mut got: Vec<(Box<[u8]>, Vec<u8>)> = Vec::new();
     let mut bytes = 0u64;
     for k in keys {
@@ -138,4 +142,35 @@ pub(crate) fn promote(e: &Engine) -> Result<bool> {
     c.promotions.fetch_add(got.len() as u64, Ordering::Relaxed);
     c.promoted_bytes.fetch_add(bytes, Ordering::Relaxed);
     Ok(true)
+}
+
+/// The candidates (sorted) that fall in the densest run of consecutive StableStore
+/// tables, an eighth of them: a promotion is a compaction that rewrites every table
+/// its keys overlap, and hot keys are scattered, so a job over all of them rewrote
+/// nearly all of StableStore each time (perf, YCSB C: placement served 45 % of gets
+/// from the pool against 16 % without it, and was still slower).
+fn densest_window(keys: Vec<Box<[u8]>>, tables: &[Arc<Lst>]) -> Vec<Box<[u8]>> {
+    if tables.len() <= 8 {
+        return keys;
+    }
+    let w = tables.len() / 8;
+    let idx: Vec<usize> = keys
+        .iter()
+        .map(|k| {
+            tables
+                .partition_point(|l| *l.min_key <= **k)
+                .saturating_sub(1)
+        })
+        .collect();
+    let (mut best, mut best_lo, mut lo) = (0usize, 0usize, 0usize);
+    for (hi, &x) in idx.iter().enumerate() {
+        while idx.get(lo).is_some_and(|&y| x >= y + w) {
+            lo += 1;
+        }
+        if hi + 1 - lo > best {
+            best = hi + 1 - lo;
+            best_lo = lo;
+        }
+    }
+    keys.into_iter().skip(best_lo).take(best).collect()
 }
