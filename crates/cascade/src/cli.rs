@@ -204,6 +204,14 @@ struct ServeArgs {
     /// (e.g. 64M; 0 = unlimited).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     slow_write_rate: u64,
+    #[command(flatten)]
+    placement: PlacementArgs,
+}
+
+/// Popularity placement over the slow tier (issue #15), for `serve` and `bench`
+/// (where the `cascade-place` engine turns it on unless these flags do).
+#[derive(Debug, Args, Clone, Copy)]
+struct PlacementArgs {
     /// With --slow-dir: how demotions choose key ranges: key-order (round robin over
     /// the key space), msc (PrismDB's cost-benefit metric), msc-exact, random or
     /// oldest.
@@ -246,8 +254,8 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
             slow_dir: a.slow_dir,
             fast_budget: a.fast_budget,
             slow_write_rate: a.slow_write_rate,
-            demotion_policy: a.demotion_policy,
-            pin_fraction: a.pin_fraction,
+            demotion_policy: a.placement.demotion_policy,
+            pin_fraction: a.placement.pin_fraction,
             ..Options::default()
         },
         heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
@@ -366,15 +374,8 @@ struct BenchArgs {
     /// slow-tier merges write (e.g. 64M; 0 = unlimited).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     slow_write_rate: u64,
-    /// With --slow-dir: how the cascade engines' demotions choose key ranges:
-    /// key-order, msc, msc-exact, random or oldest (cascade-place: msc unless given).
-    #[arg(long, default_value = "key-order")]
-    demotion_policy: cascadekv::DemotionPolicy,
-    /// With --slow-dir: share of the fast budget popular keys may keep pinned in the
-    /// cascade engines' fast tier (0 = popularity off; cascade-place: 0.7 unless
-    /// given).
-    #[arg(long, default_value_t = 0.0)]
-    pin_fraction: f64,
+    #[command(flatten)]
+    placement: PlacementArgs,
     /// RocksDB block cache (default: the DRAM the cascade engine reported, else 64M).
     #[arg(long, value_parser = parse_size)]
     block_cache: Option<u64>,
@@ -635,8 +636,8 @@ fn bench_settings(
         durability,
         fast_budget: a.fast_budget,
         slow_write_rate: a.slow_write_rate,
-        demotion_policy: a.demotion_policy,
-        pin_fraction: a.pin_fraction,
+        demotion_policy: a.placement.demotion_policy,
+        pin_fraction: a.placement.pin_fraction,
         ..Options::default()
     };
     if a.slow_dir.as_ref().is_some_and(|s| *s == a.dir) {

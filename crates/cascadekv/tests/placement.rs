@@ -61,6 +61,19 @@ fn slow_gets(db: &Db, keys: &[Vec<u8>]) -> cascadekv::Result<u64> {
     Ok(db.stats().slow_gets - before)
 }
 
+/// The first `n` of the 4000 keys whose get the slow tier answers now (each read
+/// once, so it is tracked with its location).
+fn served_by_slow_tier(db: &Db, n: usize) -> cascadekv::Result<Vec<Vec<u8>>> {
+    let mut hot = Vec::new();
+    for i in 0..4000u64 {
+        if hot.len() < n && slow_gets(db, &[key(i)])? == 1 {
+            hot.push(key(i));
+        }
+    }
+    assert_eq!(hot.len(), n);
+    Ok(hot)
+}
+
 /// Writes 2000 keys, then rounds of 800 new keys each while a hot set of 200 is read
 /// between rounds; each round is flushed and compacted (demoting past the budget).
 /// Returns the model and the hot keys.
@@ -147,13 +160,7 @@ fn hot_keys_in_the_slow_tier_are_promoted() -> cascadekv::Result<()> {
     db.flush_faststore()?;
     db.compact()?;
     // The hot set: 600 keys the slow tier holds now.
-    let mut hot = Vec::new();
-    for i in 0..4000u64 {
-        if hot.len() < 600 && slow_gets(&db, &[key(i)])? == 1 {
-            hot.push(key(i));
-        }
-    }
-    assert_eq!(hot.len(), 600);
+    let hot = served_by_slow_tier(&db, 600)?;
     assert_eq!(slow_gets(&db, &hot)?, 600);
     // Epochs of 500 operations: each may promote an eighth of the budget, and
     // another follows while the fast tier's share of gets keeps rising.
@@ -213,13 +220,7 @@ fn background_threads_promote_while_serving() -> cascadekv::Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     // The hot set: 400 keys the slow tier serves now.
-    let mut hot = Vec::new();
-    for i in 0..4000u64 {
-        if hot.len() < 400 && slow_gets(&db, &[key(i)])? == 1 {
-            hot.push(key(i));
-        }
-    }
-    assert_eq!(hot.len(), 400);
+    let hot = served_by_slow_tier(&db, 400)?;
     while db.stats().promotions == 0 && std::time::Instant::now() < deadline {
         for k in &hot {
             assert_eq!(db.get(k)?.as_ref(), model.get(k));

@@ -351,7 +351,6 @@ impl Db {
         let e = &*self.engine;
         let c = &e.counters;
         let stages = e.stages.load();
-        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let (reads, writes) = e.load.totals();
         let retained = e.manifest.retained();
         let mut s = Stats {
@@ -441,7 +440,6 @@ impl Db {
 
 /// The slow tier's part of `s` (before the amplifications are derived).
 fn slow_stats(e: &Engine, stages: &Stages, vlog_live: u64, s: &mut Stats) {
-    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let (c, slow) = (&e.counters, &stages.slow);
     s.slow_tier_files = slow.runs().count() as u64;
     s.slow_tier_partitions = slow.parts().len() as u64;
@@ -475,7 +473,6 @@ fn placement_stats(e: &Engine, s: &mut Stats) {
     let Some(p) = &e.placement else {
         return;
     };
-    let ld = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let c = &p.counters;
     let t = &p.tracker;
     s.tracker_keys = t.len();
@@ -505,4 +502,9 @@ fn placement_stats(e: &Engine, s: &mut Stats) {
     let trig = *p.trigger.lock();
     s.read_epochs = trig.epochs;
     s.read_cooldowns = trig.cooldowns;
+}
+
+/// A counter's value (counters are independent relaxed atomics).
+fn ld(a: &std::sync::atomic::AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
 }
