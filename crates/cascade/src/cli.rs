@@ -222,6 +222,12 @@ struct PlacementArgs {
     /// 0.7). 0, the default, is popularity off.
     #[arg(long, default_value_t = 0.0)]
     pin_fraction: f64,
+    /// With --slow-dir: a get's slow-tier reads bypass the page cache (direct I/O), so
+    /// each costs a device read, as on an SSD much larger than memory. The slow
+    /// directory's file system must support direct I/O (tmpfs before Linux 6.6 does
+    /// not; on a newer tmpfs direct reads are still memory copies).
+    #[arg(long)]
+    slow_direct_reads: bool,
 }
 
 /// Runs the server until it stops; the process exit code (1 if the server failed).
@@ -256,6 +262,7 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
             slow_write_rate: a.slow_write_rate,
             demotion_policy: a.placement.demotion_policy,
             pin_fraction: a.placement.pin_fraction,
+            slow_direct_reads: a.placement.slow_direct_reads,
             ..Options::default()
         },
         heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
@@ -638,6 +645,7 @@ fn bench_settings(
         slow_write_rate: a.slow_write_rate,
         demotion_policy: a.placement.demotion_policy,
         pin_fraction: a.placement.pin_fraction,
+        slow_direct_reads: a.placement.slow_direct_reads,
         ..Options::default()
     };
     if a.slow_dir.as_ref().is_some_and(|s| *s == a.dir) {

@@ -177,12 +177,80 @@ fn orphans_go_and_a_missing_or_foreign_slow_directory_is_refused() -> cascadekv:
     Ok(())
 }
 
+/// Options with point reads through `O_DIRECT`, or `None` (after checking that the
+/// open says why) where the slow directory's file system refuses it.
+fn direct_opts(d: &Dirs) -> cascadekv::Result<Option<Options>> {
+    let o = Options {
+        slow_direct_reads: true,
+        ..opts(&d.slow())
+    };
+    match Db::open(d.data(), o.clone()) {
+        Ok(db) => {
+            db.close()?;
+            Ok(Some(o))
+        }
+        Err(Error::InvalidArgument(why)) => {
+            assert!(why.contains("O_DIRECT"), "{why}");
+            eprintln!("no O_DIRECT here: {why}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Point reads that bypass the page cache return what buffered ones do — gets,
+/// separated values, after merges, splits and a reopen — and are counted.
+#[test]
+fn direct_point_reads_return_the_same_data() -> cascadekv::Result<()> {
+    let d = Dirs::new("slowt-direct");
+    let Some(o) = direct_opts(&d)? else {
+        return Ok(());
+    };
+    let (mut model, mut deleted) = (Model::new(), Vec::new());
+    {
+        let db = Db::open(d.data(), o.clone())?;
+        for r in 0..4 {
+            round(&db, &mut model, &mut deleted, 4000, r)?;
+        }
+        check(&db, &model, &deleted)?;
+        let s = db.stats();
+        assert!(s.slow_gets > 0, "{s:?}");
+        assert!(s.slow_direct_reads >= s.slow_gets, "{s:?}");
+        db.close()?;
+    }
+    let db = Db::open(d.data(), o)?;
+    check(&db, &model, &deleted)?;
+    assert!(db.stats().slow_direct_reads > 0);
+    Ok(())
+}
+
 #[test]
 fn damaged_slow_files_are_errors_never_wrong_data() -> cascadekv::Result<()> {
-    let d = Dirs::new("slowt-damage");
+    damaged_slow_files(false)
+}
+
+#[test]
+fn damaged_slow_files_read_directly_are_errors_never_wrong_data() -> cascadekv::Result<()> {
+    damaged_slow_files(true)
+}
+
+fn damaged_slow_files(direct: bool) -> cascadekv::Result<()> {
+    let d = Dirs::new(if direct {
+        "slowt-damage-direct"
+    } else {
+        "slowt-damage"
+    });
+    let o = if direct {
+        match direct_opts(&d)? {
+            Some(o) => o,
+            None => return Ok(()),
+        }
+    } else {
+        opts(&d.slow())
+    };
     let mut model = Model::new();
     {
-        let db = Db::open(d.data(), opts(&d.slow()))?;
+        let db = Db::open(d.data(), o.clone())?;
         round(&db, &mut model, &mut Vec::new(), 6000, 0)?;
         db.close()?;
     }
@@ -197,7 +265,7 @@ fn damaged_slow_files_are_errors_never_wrong_data() -> cascadekv::Result<()> {
             std::fs::write(&p, b).map_err(|e| Error::io("w", e))?;
         }
     }
-    let db = Db::open(d.data(), opts(&d.slow()))?;
+    let db = Db::open(d.data(), o)?;
     let (mut ok, mut bad) = (0, 0);
     for (k, v) in &model {
         match db.get(k) {
@@ -217,6 +285,7 @@ fn damaged_slow_files_are_errors_never_wrong_data() -> cascadekv::Result<()> {
     }
     assert!(bad > 0, "no damage was seen");
     assert!(ok > 0);
+    assert_eq!(db.stats().slow_direct_reads > 0, direct);
     Ok(())
 }
 

@@ -73,7 +73,7 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         .partition(|l| l.generation <= state.flushed_generation);
     let values = value_candidates(&pool, &disc, &flushed);
     let (buffer, stable) = load_tables(&pool, &disc, &mut state, &values)?;
-    let slow_io = Arc::new(crate::slowtier::file::SlowIo::default());
+    let slow_io = slow_io(&opts)?;
     let slow = slowtier::open::open(
         &dir,
         opts.slow_dir.as_deref(),
@@ -191,6 +191,19 @@ fn size_pool_use(opts: &Options, pool: &Pool) -> u64 {
     } else {
         opts.faststore_log_capacity
     }
+}
+
+/// The slow tier's read counters and read mode; with `slow_direct_reads`, first
+/// checks that the slow directory takes `O_DIRECT`.
+fn slow_io(opts: &Options) -> Result<Arc<crate::slowtier::file::SlowIo>> {
+    let direct = match (opts.slow_direct_reads, opts.slow_dir.as_deref()) {
+        (true, Some(d)) => {
+            crate::slowtier::file::check_direct(d)?;
+            true
+        }
+        _ => false,
+    };
+    Ok(Arc::new(crate::slowtier::file::SlowIo::new(direct)))
 }
 
 /// What slow-tier jobs need, if the store has a slow directory.

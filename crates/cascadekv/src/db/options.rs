@@ -192,6 +192,13 @@ pub struct Options {
     /// Slow-tier write rate limit of demotions and merges, bytes per second (0 =
     /// unlimited, the default), so reads keep their tail under a write stream.
     pub slow_write_rate: u64,
+    /// Point reads of the slow tier (a get's data block or value) bypass the page
+    /// cache with `O_DIRECT` (default false), as RocksDB's `use_direct_reads`: each
+    /// then costs a device read, which is what a slow tier much larger than memory
+    /// costs. Merges and scans still read through the page cache. The slow
+    /// directory's file system must support `O_DIRECT` (tmpfs before Linux 6.6 does
+    /// not): opening fails with `InvalidArgument` otherwise.
+    pub slow_direct_reads: bool,
     /// How demotions choose key ranges (default [`DemotionPolicy::KeyOrder`]).
     pub demotion_policy: DemotionPolicy,
     /// Share of the fast budget the popular keys pinned in the fast tier may take
@@ -259,6 +266,7 @@ impl Default for Options {
             slow_merge_width: 4,
             slow_partition_bytes: 256 << 20,
             slow_write_rate: 0,
+            slow_direct_reads: false,
             demotion_policy: DemotionPolicy::KeyOrder,
             pin_fraction: 0.0,
             tracker_keys: 0,

@@ -150,6 +150,9 @@ pub struct Stats {
     pub slow_reads: u64,
     /// Bytes read from slow-tier files.
     pub slow_bytes_read: u64,
+    /// Of `slow_reads`, point reads that bypassed the page cache
+    /// (`Options::slow_direct_reads`).
+    pub slow_direct_reads: u64,
     /// Demotions and the pool table bytes they moved.
     pub demotions: u64,
     /// Pool table bytes demoted.
@@ -280,6 +283,7 @@ impl Stats {
         n("slow_gets", self.slow_gets);
         n("slow_reads", self.slow_reads);
         n("slow_bytes_read", self.slow_bytes_read);
+        n("slow_direct_reads", self.slow_direct_reads);
         n("demotions", self.demotions);
         n("demoted_bytes", self.demoted_bytes);
         n("slow_merges", self.slow_merges);
@@ -458,6 +462,7 @@ fn slow_stats(e: &Engine, stages: &Stages, vlog_live: u64, s: &mut Stats) {
         s.fast_budget_bytes = e.fast_budget();
         s.slow_reads = ld(&ctx.io.reads);
         s.slow_bytes_read = ld(&ctx.io.read_bytes);
+        s.slow_direct_reads = ld(&ctx.io.direct_reads);
         s.slow_debt_bytes = super::slow::fast_bytes(stages.stable.tables().bytes(), vlog_live)
             .saturating_sub(e.fast_budget())
             + crate::slowtier::compact::debt(

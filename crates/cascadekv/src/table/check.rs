@@ -5,7 +5,7 @@
 //! Read-only; any thread may call it on a table it holds (`Arc<Lst>`), like a scan.
 
 use super::block::{BlockError, BlockKind};
-use super::place::{Place, BLOB_HEADER};
+use super::place::{Access, Place, BLOB_HEADER};
 use super::Lst;
 use crate::error::Error;
 use crate::value::ValueRef;
@@ -72,7 +72,7 @@ impl Lst {
                 return w;
             };
             let until = || idx.index_at(i + 1).map(|n| n.first_key.to_vec());
-            let data = match self.block(e.addr, e.units, BlockKind::Data, &mut buf) {
+            let data = match self.block(e.addr, e.units, BlockKind::Data, &mut buf, Access::Bulk) {
                 Ok(d) => d,
                 Err(err) => {
                     damage(TableDamage {
@@ -115,7 +115,7 @@ impl Lst {
                     }
                     _ => None,
                 };
-                let v = match self.resolve(v, &mut vbuf) {
+                let v = match self.resolve(v, &mut vbuf, Access::Bulk) {
                     Ok(v) => v,
                     Err(err) => {
                         damage(TableDamage {

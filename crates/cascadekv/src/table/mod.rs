@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use block::{units_of, Block, BlockError, BlockKind};
 pub(crate) use builder::BuiltLst;
-pub use place::{Place, TableChunk};
+pub use place::{Access, Place, TableChunk};
 pub(crate) use set::TableSet;
 pub(crate) use writer::TableWriter;
 
@@ -248,6 +248,7 @@ impl Lst {
         units: u8,
         kind: BlockKind,
         buf: &'b mut Vec<u8>,
+        how: Access,
     ) -> Result<Block<'b>> {
         let bs = self.block_size()?;
         let len = u64::from(units) * bs;
@@ -258,7 +259,7 @@ impl Lst {
                 "block beyond its table",
             ));
         }
-        let bytes = self.place.read(self.base + off, len, buf)?;
+        let bytes = self.place.read(self.base + off, len, buf, how)?;
         let b = Block::open(bytes, self.id, kind).map_err(|e| self.block_error(off, e))?;
         if units_of(bytes) != Some(units) {
             return Err(self.block_error(
@@ -302,15 +303,21 @@ impl Lst {
             self.index_units,
             BlockKind::Index,
             buf,
+            Access::Bulk,
         )
     }
 
     /// A value as the caller sees it: a slow-tier table's `Separated` entry names a
     /// blob in its own file, read and verified into `buf`; anything else unchanged.
-    fn resolve<'v>(&self, v: ValueRef<'v>, buf: &'v mut Vec<u8>) -> Result<ValueRef<'v>> {
+    fn resolve<'v>(
+        &self,
+        v: ValueRef<'v>,
+        buf: &'v mut Vec<u8>,
+        how: Access,
+    ) -> Result<ValueRef<'v>> {
         match (v, &self.place) {
             (ValueRef::Separated(p), Place::File(_)) => {
-                Ok(ValueRef::Inline(self.place.read_blob(p, buf)?))
+                Ok(ValueRef::Inline(self.place.read_blob(p, buf, how)?))
             }
             (v, _) => Ok(v),
         }
@@ -396,12 +403,12 @@ impl Lst {
             return Ok(None);
         }
         let mut buf = Vec::new();
-        let data = self.block(addr, units, BlockKind::Data, &mut buf)?;
+        let data = self.block(addr, units, BlockKind::Data, &mut buf, Access::Point)?;
         match data.search(key).ok_or_else(|| self.undecodable(addr))? {
             Ok(j) => {
                 let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
                 let mut vbuf = Vec::new();
-                Ok(Some(f(self.resolve(v, &mut vbuf)?)))
+                Ok(Some(f(self.resolve(v, &mut vbuf, Access::Point)?)))
             }
             Err(_) => Ok(None),
         }
@@ -437,7 +444,7 @@ impl Lst {
         let start = lo.and_then(|k| fences.position(k)).unwrap_or(0);
         for i in start..fences.len() {
             let (addr, units) = fences.block(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(addr, units, BlockKind::Data, &mut buf)?;
+            let data = self.block(addr, units, BlockKind::Data, &mut buf, Access::Bulk)?;
             let from = match lo {
                 Some(k) if i == start => {
                     match data.search(k).ok_or_else(|| self.undecodable(addr))? {
@@ -448,7 +455,7 @@ impl Lst {
             };
             for j in from..data.count() {
                 let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
-                if !f(k, self.resolve(v, &mut vbuf)?) {
+                if !f(k, self.resolve(v, &mut vbuf, Access::Bulk)?) {
                     return Ok(());
                 }
             }
@@ -479,7 +486,7 @@ impl Lst {
         };
         for i in (0..=last).rev() {
             let (addr, units) = fences.block(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(addr, units, BlockKind::Data, &mut buf)?;
+            let data = self.block(addr, units, BlockKind::Data, &mut buf, Access::Bulk)?;
             // Entries before `end` (exclusive) are inside the bound.
             let end = match hi {
                 Some(k) if i == last => {
@@ -492,7 +499,7 @@ impl Lst {
             };
             for j in (0..end).rev() {
                 let (k, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
-                if !f(k, self.resolve(v, &mut vbuf)?) {
+                if !f(k, self.resolve(v, &mut vbuf, Access::Bulk)?) {
                     return Ok(());
                 }
             }

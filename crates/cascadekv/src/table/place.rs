@@ -63,6 +63,16 @@ pub enum Place {
     File(Arc<SlowFile>),
 }
 
+/// Why a table is read, for the slow tier's choice of descriptor
+/// (`slowtier/file.rs`: point reads may bypass the page cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// One block or value for a get.
+    Point,
+    /// A pass over many blocks (scan, merge, check).
+    Bulk,
+}
+
 impl Place {
     /// The file errors name.
     pub fn path(&self) -> &Path {
@@ -74,13 +84,22 @@ impl Place {
 
     /// `len` bytes at `at` (a pool address, or a file offset): borrowed from the
     /// mapping, or read into `buf`.
-    pub fn read<'b>(&'b self, at: u64, len: u64, buf: &'b mut Vec<u8>) -> Result<&'b [u8]> {
+    pub fn read<'b>(
+        &'b self,
+        at: u64,
+        len: u64,
+        buf: &'b mut Vec<u8>,
+        how: Access,
+    ) -> Result<&'b [u8]> {
         match self {
             Place::Pool(c) => c.pool.mem().read(at, len),
             Place::File(f) => {
                 let len = usize::try_from(len)
                     .map_err(|_| Error::corruption(f.path(), at, "block length out of range"))?;
-                f.read_into(at, len, buf)
+                match how {
+                    Access::Point => f.read_point_into(at, len, buf),
+                    Access::Bulk => f.read_into(at, len, buf),
+                }
             }
         }
     }
@@ -114,12 +133,25 @@ impl Place {
     }
 
     /// Reads and verifies the blob `p` names in a slow-tier file into `buf`.
-    pub fn read_blob<'b>(&self, p: ValuePtr, buf: &'b mut Vec<u8>) -> Result<&'b [u8]> {
+    pub fn read_blob<'b>(
+        &self,
+        p: ValuePtr,
+        buf: &'b mut Vec<u8>,
+        how: Access,
+    ) -> Result<&'b [u8]> {
         let Place::File(f) = self else {
             return Err(Error::Internal("a blob read on a pool table".into()));
         };
         let len = p.len as usize;
-        f.read_into(p.addr, BLOB_HEADER + len, buf)?;
+        if how == Access::Point && f.reads_direct() {
+            // The record sits inside an aligned window: copy it to the front.
+            let mut win = Vec::new();
+            let rec = f.read_point_into(p.addr, BLOB_HEADER + len, &mut win)?;
+            buf.clear();
+            buf.extend_from_slice(rec);
+        } else {
+            f.read_into(p.addr, BLOB_HEADER + len, buf)?;
+        }
         let stored = get_u32(buf, 0).unwrap_or(0);
         let actual = blob_crc(f.number(), &buf[4..]);
         if get_u32(buf, 4) != Some(p.len) {

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Kill loop against `cascade serve`: clients write, the server is SIGKILLed at a
+random instant, restarted on the same directories, and every key is checked against
+an oracle of acknowledged writes. Not part of CI (a soak); see README "Soaks".
+
+Each client thread owns the keys `k:<t>:<i>` and is the only writer of them, so the
+oracle per key is exact: after a crash a key must hold its last acknowledged value,
+or the value of the one command that was in flight when the server died. Values
+range from a few bytes to 4 KB (inline and separated). With `--slow` the store has a
+slow tier under a small fast budget, so flushes, compactions, demotions, slow-tier
+merges and (with `--pin-fraction`) promotions run during the kills.
+
+    python3 scripts/kill-serve.py --cycles 200 --slow --pin-fraction 0.7
+
+Exits non-zero on the first lost, stale or wrong value, printing the key.
+"""
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import redis
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Writer(threading.Thread):
+    """Writes its own keys until the connection breaks."""
+
+    def __init__(self, t, port, keys, oracle, rng):
+        super().__init__(daemon=True)
+        self.t, self.port, self.keys, self.rng = t, port, keys, rng
+        self.oracle = oracle  # key -> (acked value or None, in-flight value or "")
+        self.ops = 0
+
+    def value(self, key):
+        n = self.rng.choice([3, 20, 100, 700, 1500, 4000])
+        tag = f"{key}|{self.rng.getrandbits(40):x}|"
+        return (tag * (n // len(tag) + 1))[:n] if n > len(tag) else tag
+
+    def run(self):
+        try:
+            c = redis.Redis(port=self.port, socket_timeout=10)
+            while True:
+                i = self.rng.randrange(self.keys)
+                key = f"k:{self.t}:{i}"
+                acked, _ = self.oracle.get(key, (None, ""))
+                if self.rng.random() < 0.1:
+                    self.oracle[key] = (acked, None)
+                    c.delete(key)
+                    self.oracle[key] = (None, "")
+                else:
+                    v = self.value(key)
+                    self.oracle[key] = (acked, v)
+                    c.set(key, v)
+                    self.oracle[key] = (v, "")
+                self.ops += 1
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            return
+
+
+def start(args, port):
+    cmd = [
+        args.binary, "serve", "--dir", args.dir, "--port", str(port),
+        "--pool-size", args.pool_size, "--faststore-capacity", args.faststore_capacity,
+        "--threads", "2",
+    ]
+    if args.slow:
+        cmd += ["--slow-dir", args.slow_dir, "--fast-budget", args.fast_budget,
+                "--pin-fraction", str(args.pin_fraction)]
+    log = open(os.path.join(args.work, "serve.log"), "ab")
+    p = subprocess.Popen(cmd, stdout=log, stderr=log)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if p.poll() is not None:
+            sys.exit(f"server exited with {p.returncode}; see {args.work}/serve.log")
+        try:
+            if redis.Redis(port=port, socket_timeout=2).ping():
+                return p
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            time.sleep(0.05)
+    p.kill()
+    sys.exit("server did not answer within 60 s")
+
+
+def verify(port, oracle):
+    c = redis.Redis(port=port, socket_timeout=60)
+    keys = list(oracle)
+    bad = 0
+    for j in range(0, len(keys), 500):
+        chunk = keys[j:j + 500]
+        for key, got in zip(chunk, c.mget(chunk)):
+            got = None if got is None else got.decode()
+            acked, flight = oracle[key]
+            if got == acked or (flight != "" and got == flight):
+                # What the server holds is now the acknowledged state.
+                oracle[key] = (got, "")
+                continue
+            bad += 1
+            print(f"MISMATCH {key}: got {str(got)[:40]!r} want {str(acked)[:40]!r}"
+                  f" or in-flight {str(flight)[:40]!r}")
+    return bad
+
+
+def dir_stats(path):
+    files, size = 0, 0
+    for root, _, names in os.walk(path):
+        for n in names:
+            files += 1
+            size += os.path.getsize(os.path.join(root, n))
+    return files, size
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--binary", default="target/release/cascade")
+    ap.add_argument("--cycles", type=int, default=100)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--keys", type=int, default=3000, help="keys per client")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--slow", action="store_true")
+    ap.add_argument("--pin-fraction", type=float, default=0.0)
+    ap.add_argument("--pool-size", default="256M")
+    ap.add_argument("--faststore-capacity", default="2M")
+    ap.add_argument("--fast-budget", default="6M")
+    ap.add_argument("--max-wait", type=float, default=3.0, help="most seconds between kills")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    args.work = tempfile.mkdtemp(prefix="kill-serve-")
+    args.dir = os.path.join(args.work, "data")
+    args.slow_dir = os.path.join(args.work, "slow")
+    oracle = {}
+    port = free_port()
+    total_ops = 0
+    t0 = time.time()
+    for cycle in range(args.cycles):
+        p = start(args, port)
+        bad = verify(port, oracle)
+        if bad:
+            p.kill()
+            sys.exit(f"cycle {cycle}: {bad} keys wrong after recovery (kept {args.work})")
+        writers = [Writer(t, port, args.keys, oracle, random.Random(rng.getrandbits(64)))
+                   for t in range(args.clients)]
+        for w in writers:
+            w.start()
+        time.sleep(rng.uniform(0.05, args.max_wait))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        for w in writers:
+            w.join(30)
+        total_ops += sum(w.ops for w in writers)
+        if cycle % 10 == 0 or cycle == args.cycles - 1:
+            f, s = dir_stats(args.dir)
+            sf, ss = dir_stats(args.slow_dir)
+            print(f"cycle {cycle}: {total_ops} writes acknowledged, {len(oracle)} keys; "
+                  f"data {f} files {s >> 20} MB, slow {sf} files {ss >> 20} MB; "
+                  f"{time.time() - t0:.0f} s", flush=True)
+    p = start(args, port)
+    bad = verify(port, oracle)
+    try:
+        redis.Redis(port=port).shutdown()
+    except redis.exceptions.ConnectionError:
+        pass
+    p.wait(60)
+    if bad:
+        sys.exit(f"final check: {bad} keys wrong (kept {args.work})")
+    shutil.rmtree(args.work)
+    print(f"passed: {args.cycles} kills, {total_ops} writes, every key as acknowledged")
+
+
+if __name__ == "__main__":
+    main()
