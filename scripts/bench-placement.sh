@@ -9,9 +9,12 @@
 #      load, c (warm-up), a, b, c; ratios are cascade-place over each engine.
 #   2. Slow-tier bytes written by victim choice, pinning at 0.7: msc, msc-exact,
 #      random, oldest, key-order (load + YCSB A, zipfian 0.99, 20 % budget).
+#   3. As 1 with --slow-direct-reads: a get's slow-tier reads bypass the page cache
+#      (O_DIRECT), so each costs a device read; RocksDB gets use_direct_reads. Zipfian
+#      0.99 and 0.7 at 20 %. ($SLOW must be on a file system with O_DIRECT.)
 # Not part of CI (about 15 minutes). Needs the RocksDB build:
 #   cargo build --release -p cascade --features rocksdb --target-dir /work/target-rocks
-# Usage: scripts/bench-placement.sh [1|2 ...]   (default: both)
+# Usage: scripts/bench-placement.sh [1|2|3 ...]   (default: 1 and 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-/work/target-rocks/release/cascade}
@@ -52,21 +55,26 @@ for w in ['load', 'c', 'a', 'b', 'c2']:
 PY
 }
 parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(1 2)
-for p in "${parts[@]}"; do
-case $p in
-1)
+table1() {
+    # $1: zipfian constants, $2: budgets in %, $3...: extra bench flags
+    local zs=$1 pcts=$2; shift 2
     echo "| zipf, budget | workload | engine | Mops/s | cascade-place / this | p99 µs | gets from fast % | gets of pinned keys % | promotions | slow MB written | fast tier MB |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
-    for z in 0.99 0.7; do
-        for pct in 20 10; do
+    for z in $zs; do
+        for pct in $pcts; do
             budget=$((NUM * 1030 * pct / 100))
             rm -rf "$FAST" "$SLOW"; mkdir -p "$SLOW"
             "$BIN" bench --engine cascade-place,cascade,cascade-fast,rocksdb "${COMMON[@]}" \
                 --zipf-constant "$z" --fast-budget "$budget" --workloads load,c,a,b,c \
-                --dir "$FAST" --slow-dir "$SLOW" --json /tmp/place-$z-$pct.json >/dev/null 2>&1
+                --dir "$FAST" --slow-dir "$SLOW" --json /tmp/place-$z-$pct.json "$@" >/dev/null 2>&1
             summary /tmp/place-$z-$pct.json "$z, $pct %"
         done
     done
+}
+for p in "${parts[@]}"; do
+case $p in
+1)
+    table1 "0.99 0.7" "20 10"
     ;;
 2)
     echo "| policy | A Mops/s | slow MB written (load) | slow MB written (A) | gets from fast % |"
@@ -85,6 +93,9 @@ print(f"| {sys.argv[1]} | {a['ops_per_sec']/1e6:.3f} | {l['slow_bytes_written']/
       f"{a['slow_bytes_written']/2**20:.0f} | {100*(1-a['slow_get_share']):.1f} |")
 PY
     done
+    ;;
+3)
+    table1 "0.99 0.7" "20" --slow-direct-reads
     ;;
 esac
 done

@@ -37,13 +37,15 @@ pub struct RocksEngine {
 ///
 /// RocksDB's error opening `dir`, as text.
 pub fn open(dir: &Path, sync: bool, block_cache_bytes: usize) -> Result<RocksEngine, String> {
-    open_tiered(dir, sync, block_cache_bytes, None)
+    open_tiered(dir, sync, block_cache_bytes, None, false)
 }
 
 /// Like [`open`]; with `slow` = `(slow_dir, fast_bytes)`, RocksDB gets two `db_paths`:
 /// `dir` with a target of `fast_bytes` and `slow_dir` with an unbounded one, so SST
 /// files of the levels that do not fit the fast budget go to `slow_dir` (the WAL,
 /// manifest and flushed L0 files stay in `dir`). Reopen with the same `slow`.
+/// `direct_reads` sets `use_direct_reads` (`O_DIRECT` for SST reads in both
+/// directories), to compare with `cascade bench --slow-direct-reads`.
 ///
 /// # Errors
 ///
@@ -53,6 +55,7 @@ pub fn open_tiered(
     sync: bool,
     block_cache_bytes: usize,
     slow: Option<(&Path, u64)>,
+    direct_reads: bool,
 ) -> Result<RocksEngine, String> {
     let cache = Cache::new_lru_cache(block_cache_bytes);
     let mut table = BlockBasedOptions::default();
@@ -68,6 +71,7 @@ pub fn open_tiered(
     opts.set_block_based_table_factory(&table);
     opts.enable_statistics();
     opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
+    opts.set_use_direct_reads(direct_reads);
     if let Some((slow_dir, fast_bytes)) = slow {
         let path = |p: &Path, size: u64| {
             DBPath::new(p, size).map_err(|e| format!("rocksdb db_path {}: {e}", p.display()))

@@ -113,8 +113,13 @@ fn slow_dir_takes_the_levels_past_the_fast_budget() -> Result<(), String> {
         // directory, what compactions write in the slow one. Five flushed L0 files
         // trigger an automatic L0 -> L1 compaction (a manual `compact_range` would
         // write to the first path: its `target_path_id` is 0).
-        let db =
-            cascade_bench_rocksdb::open_tiered(&fast, false, 8 << 20, Some((&slow, 64 << 10)))?;
+        let db = cascade_bench_rocksdb::open_tiered(
+            &fast,
+            false,
+            8 << 20,
+            Some((&slow, 64 << 10)),
+            false,
+        )?;
         for round in 0..5 {
             for i in (round..n).step_by(5) {
                 db.put(&key(i), &(i * 3).to_le_bytes())?;
@@ -132,7 +137,8 @@ fn slow_dir_takes_the_levels_past_the_fast_budget() -> Result<(), String> {
         assert_eq!(db.get(&key(17))?, Some(51u64.to_le_bytes().to_vec()));
     }
     // Reopened with the same paths, every key is there.
-    let db = cascade_bench_rocksdb::open_tiered(&fast, false, 8 << 20, Some((&slow, 64 << 10)))?;
+    let db =
+        cascade_bench_rocksdb::open_tiered(&fast, false, 8 << 20, Some((&slow, 64 << 10)), false)?;
     for i in (0..n).step_by(97) {
         assert_eq!(db.get(&key(i))?, Some((i * 3).to_le_bytes().to_vec()));
     }

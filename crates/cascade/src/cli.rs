@@ -537,6 +537,7 @@ fn open_engine(
             opts.slow_dir
                 .as_deref()
                 .map(|slow| (slow, opts.effective_fast_budget())),
+            opts.slow_direct_reads,
         ),
         other => Err(format!(
             "unknown engine {other:?} (cascade, cascade-nocleaning, cascade-vb, cascade-plain, \
@@ -555,12 +556,14 @@ fn open_rocksdb(
     sync: bool,
     block_cache: u64,
     slow: Option<(&std::path::Path, u64)>,
+    direct_reads: bool,
 ) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
     Ok(Box::new(cascade_bench_rocksdb::open_tiered(
         dir,
         sync,
         usize::try_from(block_cache).unwrap_or(usize::MAX),
         slow,
+        direct_reads,
     )?))
 }
 
@@ -571,6 +574,7 @@ fn open_rocksdb(
     _: bool,
     _: u64,
     _: Option<(&std::path::Path, u64)>,
+    _: bool,
 ) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
     Err("this cascade was built without RocksDB: cargo build --release -p cascade --features rocksdb".into())
 }
