@@ -95,6 +95,11 @@ def start(args, port):
     sys.exit("server did not answer within 60 s")
 
 
+def pool_used_mb(port):
+    info = redis.Redis(port=port, socket_timeout=10).info()
+    return int(info.get("cascade_pool_bytes_used", 0)) >> 20
+
+
 def verify(port, oracle):
     c = redis.Redis(port=port, socket_timeout=60)
     keys = list(oracle)
@@ -144,6 +149,7 @@ def main():
     oracle = {}
     port = free_port()
     total_ops = 0
+    peak_used = 0
     t0 = time.time()
     for cycle in range(args.cycles):
         p = start(args, port)
@@ -151,6 +157,8 @@ def main():
         if bad:
             p.kill()
             sys.exit(f"cycle {cycle}: {bad} keys wrong after recovery (kept {args.work})")
+        used = pool_used_mb(port)
+        peak_used = max(peak_used, used)
         writers = [Writer(t, port, args.keys, oracle, random.Random(rng.getrandbits(64)))
                    for t in range(args.clients)]
         for w in writers:
@@ -162,10 +170,11 @@ def main():
             w.join(30)
         total_ops += sum(w.ops for w in writers)
         if cycle % 10 == 0 or cycle == args.cycles - 1:
-            f, s = dir_stats(args.dir)
+            f, _ = dir_stats(args.dir)
             sf, ss = dir_stats(args.slow_dir)
             print(f"cycle {cycle}: {total_ops} writes acknowledged, {len(oracle)} keys; "
-                  f"data {f} files {s >> 20} MB, slow {sf} files {ss >> 20} MB; "
+                  f"pool in use {used} MB (peak {peak_used}), data dir {f} files, "
+                  f"slow {sf} files {ss >> 20} MB; "
                   f"{time.time() - t0:.0f} s", flush=True)
     p = start(args, port)
     bad = verify(port, oracle)

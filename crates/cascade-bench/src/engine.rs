@@ -33,6 +33,8 @@ pub struct EngineStats {
     pub gets: u64,
     /// Of those, reads the slow tier answered (0 if unknown).
     pub slow_gets: u64,
+    /// Slow-tier file reads made for point reads (0 if unknown).
+    pub slow_point_reads: u64,
     /// Reads of keys the engine's popularity mapper pinned in the fast tier (0 if
     /// unknown; CascadeKV with a slow tier).
     pub pinned_gets: u64,
@@ -242,6 +244,7 @@ impl Engine for CascadeEngine {
             slow_write_amp: s.slow_write_amplification,
             gets: s.reads,
             slow_gets: s.slow_gets,
+            slow_point_reads: s.slow_point_reads,
             pinned_gets: s.pinned_gets,
             promotions: s.promotions,
             slow_bytes_written: s.slow_bytes_written,

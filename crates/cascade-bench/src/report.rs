@@ -5,7 +5,7 @@
 //! ops_per_sec, latency_us{p50,p99,p999,max}, heap_bytes_peak, heap_bytes_end,
 //! rss_bytes, fast_tier_bytes, write_amp`, and for the slow tier (`--slow-dir`):
 //! `slow_tier_bytes, fast_write_amp, slow_write_amp, slow_gets, slow_get_share`,
-//! `pinned_get_share, promotions, slow_bytes_written`.
+//! `pinned_get_share, promotions, slow_bytes_written, slow_point_reads`.
 //! YCSB workloads drawing keys from a Zipfian (`zipfian`, `latest`) add
 //! `zipf_constant`.
 
@@ -76,6 +76,9 @@ pub struct Report {
     pub slow_gets: u64,
     /// `slow_gets` / point reads during the workload (0 without reads).
     pub slow_get_share: f64,
+    /// Slow-tier file reads the workload's point reads made (device reads with
+    /// direct reads; 0 if unknown).
+    pub slow_point_reads: u64,
     /// Share of the workload's point reads whose key the popularity mapper pinned
     /// in the fast tier (0 if unknown).
     pub pinned_get_share: f64,
@@ -262,6 +265,7 @@ mod tests {
             "pinned_get_share",
             "promotions",
             "slow_bytes_written",
+            "slow_point_reads",
         ] {
             assert!(v.get(f).is_some(), "missing field {f}");
         }

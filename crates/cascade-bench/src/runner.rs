@@ -76,6 +76,17 @@ pub struct Phase<'a> {
     pub progress: bool,
 }
 
+impl Amount {
+    /// The phase's deadline (for a duration) and operation count (for a count;
+    /// unbounded otherwise), for a phase starting at `start`.
+    fn bounds(&self, start: Instant) -> (Option<Instant>, u64) {
+        match *self {
+            Amount::Duration(d) => (Some(start + d), u64::MAX),
+            Amount::Ops(n) => (None, n),
+        }
+    }
+}
+
 /// Runs `op(ctx, i)` for operation numbers `i` (thread `t` takes `t, t+T, …`).
 pub fn run_phase<F>(p: &Phase<'_>, op: F) -> Report
 where
@@ -89,14 +100,7 @@ where
     // Cumulative read counters before the phase, for its share of slow-tier gets.
     let before = engine.stats();
     let start = Instant::now();
-    let deadline = match p.amount {
-        Amount::Duration(d) => Some(start + d),
-        Amount::Ops(_) => None,
-    };
-    let total = match p.amount {
-        Amount::Ops(n) => n,
-        Amount::Duration(_) => u64::MAX,
-    };
+    let (deadline, total) = p.amount.bounds(start);
     let mut timeline = Vec::new();
     let mut footprint = Vec::new();
     let results: Vec<ThreadResult> = std::thread::scope(|scope| {
@@ -172,6 +176,7 @@ where
         slow_write_amp: st.slow_write_amp,
         slow_gets,
         slow_get_share: share(slow_gets, gets),
+        slow_point_reads: st.slow_point_reads.saturating_sub(before.slow_point_reads),
         pinned_get_share: share(st.pinned_gets.saturating_sub(before.pinned_gets), gets),
         promotions: st.promotions.saturating_sub(before.promotions),
         slow_bytes_written: st.slow_bytes_written

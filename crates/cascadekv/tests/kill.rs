@@ -20,7 +20,8 @@
 //! `KILL_CYCLES` (default 50) sets the number of kill/verify cycles, `KILL_SEED` the
 //! seed of the parent's and children's random choices (kill times stay
 //! timing-dependent; an even seed also gives the store a slow tier, and a seed
-//! divisible by 4 runs it with popularity placement; writers also read their keys
+//! divisible by 4 runs it with popularity placement, one that is 2 mod 8 with gets
+//! reading it through `O_DIRECT`; writers also read their keys
 //! back and check them against their last acknowledged write), `KILL_TRACE=1`
 //! prints one timing line per cycle. On failure the
 //! store and oracle are kept and their path printed.
@@ -64,6 +65,23 @@ const SLOW_MARKER: &str = "slow-tier";
 /// Marker file: the slow tier runs popularity placement (pinning, MSC victims,
 /// promotions; issue #15) — seeds divisible by 4.
 const PLACE_MARKER: &str = "placement";
+/// Marker file: gets read the slow tier with `O_DIRECT` (`slow_direct_reads`) — seeds
+/// that are 2 mod 8, where the file system takes it.
+const DIRECT_MARKER: &str = "direct-reads";
+
+/// True if a file in `dir` opens with `O_DIRECT`.
+fn direct_io_works(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join("direct-probe");
+    let ok = std::fs::write(&probe, [0u8; 4096]).is_ok()
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&probe)
+            .is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
 
 /// Small stages so that kills land during flushes and compactions too. Runs with an
 /// even seed add a slow tier under a 64 KiB fast budget with merges of two runs, so
@@ -89,6 +107,7 @@ fn options(root: &Path) -> Options {
         slow_block_size: 512,
         slow_merge_width: 2,
         slow_partition_bytes: 1 << 20,
+        slow_direct_reads: root.join(DIRECT_MARKER).exists(),
         ..base
     };
     if !root.join(PLACE_MARKER).exists() {
@@ -778,6 +797,9 @@ fn kill_child_at_random_moments() {
     if seed.is_multiple_of(4) {
         std::fs::write(root.join(PLACE_MARKER), b"").expect("create the placement marker");
     }
+    if seed % 8 == 2 && direct_io_works(&root) {
+        std::fs::write(root.join(DIRECT_MARKER), b"").expect("create the direct-reads marker");
+    }
     match run(&root, cycles, seed) {
         Ok(()) => {
             let _ = std::fs::remove_dir_all(&root);
@@ -806,6 +828,8 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         root.display(),
         if root.join(PLACE_MARKER).exists() {
             "on, with placement"
+        } else if root.join(DIRECT_MARKER).exists() {
+            "on, gets read it with O_DIRECT"
         } else if root.join(SLOW_MARKER).exists() {
             "on"
         } else {

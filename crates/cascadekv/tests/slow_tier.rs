@@ -216,6 +216,9 @@ fn direct_point_reads_return_the_same_data() -> cascadekv::Result<()> {
         let s = db.stats();
         assert!(s.slow_gets > 0, "{s:?}");
         assert!(s.slow_direct_reads >= s.slow_gets, "{s:?}");
+        // Every point read went through O_DIRECT; scans and merges did not.
+        assert_eq!(s.slow_direct_reads, s.slow_point_reads, "{s:?}");
+        assert!(s.slow_reads > s.slow_point_reads, "{s:?}");
         db.close()?;
     }
     let db = Db::open(d.data(), o)?;

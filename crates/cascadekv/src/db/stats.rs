@@ -150,7 +150,10 @@ pub struct Stats {
     pub slow_reads: u64,
     /// Bytes read from slow-tier files.
     pub slow_bytes_read: u64,
-    /// Of `slow_reads`, point reads that bypassed the page cache
+    /// Of `slow_reads`, those made for gets (a data block or a blob): per slow get,
+    /// the device reads a get from the slow tier costs.
+    pub slow_point_reads: u64,
+    /// Of `slow_point_reads`, those that bypassed the page cache
     /// (`Options::slow_direct_reads`).
     pub slow_direct_reads: u64,
     /// Demotions and the pool table bytes they moved.
@@ -283,6 +286,7 @@ impl Stats {
         n("slow_gets", self.slow_gets);
         n("slow_reads", self.slow_reads);
         n("slow_bytes_read", self.slow_bytes_read);
+        n("slow_point_reads", self.slow_point_reads);
         n("slow_direct_reads", self.slow_direct_reads);
         n("demotions", self.demotions);
         n("demoted_bytes", self.demoted_bytes);
@@ -462,6 +466,7 @@ fn slow_stats(e: &Engine, stages: &Stages, vlog_live: u64, s: &mut Stats) {
         s.fast_budget_bytes = e.fast_budget();
         s.slow_reads = ld(&ctx.io.reads);
         s.slow_bytes_read = ld(&ctx.io.read_bytes);
+        s.slow_point_reads = ld(&ctx.io.point_reads);
         s.slow_direct_reads = ld(&ctx.io.direct_reads);
         s.slow_debt_bytes = super::slow::fast_bytes(stages.stable.tables().bytes(), vlog_live)
             .saturating_sub(e.fast_budget())

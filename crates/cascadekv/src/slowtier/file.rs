@@ -63,7 +63,9 @@ pub struct SlowIo {
     pub reads: AtomicU64,
     /// Bytes they read.
     pub read_bytes: AtomicU64,
-    /// Point reads that bypassed the page cache (`O_DIRECT`).
+    /// Point reads (a get's block or blob), however made.
+    pub point_reads: AtomicU64,
+    /// Of those, reads that bypassed the page cache (`O_DIRECT`).
     pub direct_reads: AtomicU64,
     /// Point reads go through an `O_DIRECT` descriptor (`Options::slow_direct_reads`).
     pub direct: bool,
@@ -353,6 +355,7 @@ impl SlowFile {
         len: usize,
         buf: &'b mut Vec<u8>,
     ) -> Result<&'b [u8]> {
+        self.io.point_reads.fetch_add(1, Ordering::Relaxed);
         let Some(d) = &self.direct else {
             return self.read_into(off, len, buf);
         };
