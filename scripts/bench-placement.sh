@@ -11,7 +11,7 @@
 #      random, oldest, key-order (load + YCSB A, zipfian 0.99, 20 % budget).
 #   3. As 1 with --slow-direct-reads: a get's slow-tier reads bypass the page cache
 #      (O_DIRECT), so each costs a device read; RocksDB gets use_direct_reads. Zipfian
-#      0.99 and 0.7 at 20 %. ($SLOW must be on a file system with O_DIRECT.)
+#      0.99 and 0.7 at 20 % and 10 %. ($SLOW must be on a file system with O_DIRECT.)
 # Not part of CI (about 15 minutes). Needs the RocksDB build:
 #   cargo build --release -p cascade --features rocksdb --target-dir /work/target-rocks
 # Usage: scripts/bench-placement.sh [1|2|3 ...]   (default: 1 and 2)
@@ -95,7 +95,7 @@ PY
     done
     ;;
 3)
-    table1 "0.99 0.7" "20" --slow-direct-reads
+    table1 "0.99 0.7" "20 10" --slow-direct-reads
     ;;
 esac
 done

@@ -206,6 +206,15 @@ impl RuntimeConfig {
                 "cascade-slow-write-rate",
                 fixed.engine.slow_write_rate.to_string(),
             ),
+            (
+                "cascade-slow-direct-reads",
+                if fixed.engine.slow_direct_reads {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+            ),
         ];
         p.extend(self.inert.lock().iter().map(|(k, v)| (*k, v.clone())));
         p
@@ -280,7 +289,8 @@ impl RuntimeConfig {
             | "cascade-max-value-len"
             | "cascade-slow-dir"
             | "cascade-fast-budget"
-            | "cascade-slow-write-rate" => return Err(invalid("can't set immutable config")),
+            | "cascade-slow-write-rate"
+            | "cascade-slow-direct-reads" => return Err(invalid("can't set immutable config")),
             _ => {
                 let mut inert = self.inert.lock();
                 let Some(slot) = inert.iter_mut().find(|(k, _)| *k == name) else {
@@ -361,17 +371,21 @@ mod tests {
         let quarter = (c.engine.pool_size / 4).to_string();
         assert!(p.contains(&("cascade-fast-budget", quarter)));
         assert!(p.contains(&("cascade-slow-write-rate", "0".to_string())));
+        assert!(p.contains(&("cascade-slow-direct-reads", "no".to_string())));
         c.engine.slow_dir = Some(PathBuf::from("/mnt/ssd/slow"));
         c.engine.fast_budget = 1 << 20;
         c.engine.slow_write_rate = 8 << 20;
+        c.engine.slow_direct_reads = true;
         let p = r.params(&c);
         assert!(p.contains(&("cascade-slow-dir", "/mnt/ssd/slow".to_string())));
         assert!(p.contains(&("cascade-fast-budget", (1u64 << 20).to_string())));
         assert!(p.contains(&("cascade-slow-write-rate", (8u64 << 20).to_string())));
+        assert!(p.contains(&("cascade-slow-direct-reads", "yes".to_string())));
         for name in [
             "cascade-slow-dir",
             "cascade-fast-budget",
             "cascade-slow-write-rate",
+            "cascade-slow-direct-reads",
         ] {
             assert!(r.set(name, b"1").is_err(), "{name} is fixed at start");
         }
