@@ -198,7 +198,7 @@ fn size_pool_use(opts: &Options, pool: &Pool) -> u64 {
 fn slow_io(opts: &Options) -> Result<Arc<crate::slowtier::file::SlowIo>> {
     let direct = match (opts.slow_direct_reads, opts.slow_dir.as_deref()) {
         (true, Some(d)) => {
-            crate::slowtier::file::check_direct(d)?;
+            crate::slowtier::direct::check_direct(d)?;
             true
         }
         _ => false,

@@ -18,14 +18,8 @@
 //!
 //! Point reads (a get's data block or blob) may bypass the page cache
 //! (`Options::slow_direct_reads`): each file then has a second descriptor opened
-//! with `O_DIRECT`, and [`SlowFile::read_point_into`] reads the 4 KiB-aligned window
-//! around the range into an aligned part of the caller's buffer. Merges, scans and
-//! checks keep buffered reads (the kernel's read-ahead serves their sequential
-//! passes). Why: with the page cache a slow-tier read on a host with spare memory
-//! is a memory copy, so a benchmark cannot tell a fast tier from a slow one (issue
-//! #15); with direct reads each costs what the device costs, as RocksDB's
-//! `use_direct_reads` does. Writes stay buffered and are `fsync`ed at `seal`, before
-//! any table in the file can be read, so a direct read never misses written bytes.
+//! with `O_DIRECT`, which [`SlowFile::read_point_into`] reads through (`direct.rs`).
+//! Merges, scans and checks keep buffered reads.
 //!
 //! Thread-safety: reads use positional I/O (`pread`) and take no lock; `live` is
 //! atomic. Only the writer thread that created a file appends to it, before `seal`.
@@ -33,27 +27,24 @@
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::direct::{direct_read, open_direct};
 use crate::error::{Error, Result};
 
 /// File name suffix of a sealed slow-tier table file.
 const SUFFIX: &str = ".sst";
 /// Suffix of a file still being written.
-const TMP_SUFFIX: &str = ".sst.tmp";
+pub(super) const TMP_SUFFIX: &str = ".sst.tmp";
 
 /// The name of file `number` in the slow directory.
 #[must_use]
 pub fn file_name(number: u64) -> String {
     format!("{number:012}{SUFFIX}")
 }
-
-/// Alignment of direct reads: offset, length and buffer address (a multiple of
-/// every logical block size Linux file systems use).
-const DIRECT_ALIGN: usize = 4096;
 
 /// Reads of a store's slow-tier files (shared by all of them; relaxed atomics), and
 /// how point reads are made (fixed when the store opens).
@@ -80,95 +71,6 @@ impl SlowIo {
             ..SlowIo::default()
         }
     }
-}
-
-/// Opens `path` for reading with `O_DIRECT`.
-fn open_direct(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::EINVAL) {
-                Error::InvalidArgument(format!(
-                    "slow_direct_reads: the file system of {} does not support O_DIRECT",
-                    path.parent().unwrap_or(path).display()
-                ))
-            } else {
-                Error::io(format!("opening {} with O_DIRECT", path.display()), e)
-            }
-        })
-}
-
-/// Checks that direct reads work in `dir` (at open, so that an unsupported file
-/// system is a clear error then and not a failed demotion later).
-///
-/// # Errors
-/// `InvalidArgument` if the file system refuses `O_DIRECT`; `Io` otherwise.
-pub fn check_direct(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("creating slow directory {}", dir.display()), e))?;
-    let probe = dir.join(format!("direct-probe{TMP_SUFFIX}"));
-    std::fs::write(&probe, [0u8; DIRECT_ALIGN])
-        .map_err(|e| Error::io(format!("writing {}", probe.display()), e))?;
-    let r = open_direct(&probe).and_then(|f| {
-        let mut buf = Vec::new();
-        direct_read(&f, &probe, 0, 16, &mut buf).map(|_| ())
-    });
-    let _ = std::fs::remove_file(&probe);
-    r
-}
-
-/// Reads `len` bytes at `off` of `f` (opened with `O_DIRECT`) through the aligned
-/// window that covers them, placed at an aligned address inside `buf`.
-fn direct_read<'b>(
-    f: &File,
-    path: &Path,
-    off: u64,
-    len: usize,
-    buf: &'b mut Vec<u8>,
-) -> Result<&'b [u8]> {
-    let a = DIRECT_ALIGN as u64;
-    let start = off & !(a - 1);
-    let head = usize::try_from(off - start).unwrap_or(0);
-    let need = head + len;
-    let span = need.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    buf.clear();
-    buf.resize(span + DIRECT_ALIGN, 0);
-    let skip = buf.as_ptr().align_offset(DIRECT_ALIGN);
-    if skip >= DIRECT_ALIGN {
-        return Err(Error::Internal("cannot align a direct-read buffer".into()));
-    }
-    let win = &mut buf[skip..skip + span];
-    let mut got = 0;
-    // A read that reaches the end of the file returns short; the next offset would
-    // then be unaligned, so stop there.
-    while got < need {
-        match f.read_at(&mut win[got..], start + got as u64) {
-            Ok(0) => break,
-            Ok(n) => {
-                got += n;
-                if got % DIRECT_ALIGN != 0 {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(Error::io(
-                    format!("reading {} (O_DIRECT)", path.display()),
-                    e,
-                ))
-            }
-        }
-    }
-    if got < need {
-        return Err(Error::corruption(
-            path,
-            off,
-            "slow-tier table runs past the end of its file (truncated)",
-        ));
-    }
-    Ok(&buf[skip + head..skip + need])
 }
 
 /// A slow-tier table file.
@@ -436,7 +338,7 @@ pub fn sweep_orphans(dir: &Path, live: &HashSet<u64>) -> Result<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A fresh directory for one test (removed when the guard drops).
@@ -485,48 +387,6 @@ mod tests {
         drop(g);
         assert!(!d.path().join(file_name(7)).exists());
         assert!(SlowFile::open(d.path(), 7, Arc::default()).is_err_and(|e| e.is_corruption()));
-        Ok(())
-    }
-
-    #[test]
-    fn direct_point_reads_return_the_bytes_written() -> Result<()> {
-        // Under the target directory, not /tmp, which may be a tmpfs (no O_DIRECT before Linux 6.6).
-        let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
-        let d = TestDir(base.join(format!("ckv-slow-direct-{}", std::process::id())));
-        let _ = std::fs::create_dir_all(d.path());
-        if check_direct(d.path()).is_err() {
-            eprintln!("skipped: no O_DIRECT under {}", d.path().display());
-            return Ok(());
-        }
-        let io = Arc::new(SlowIo::new(true));
-        let mut f = SlowFile::create(d.path(), 9, io.clone())?;
-        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        f.append(&bytes)?;
-        f.seal()?;
-        f.add_live();
-        let mut buf = Vec::new();
-        for (off, len) in [
-            (0, 1),
-            (5, 4096),
-            (4095, 2),
-            (4096, 4096),
-            (9_000, 1_000),
-            (1, 9_999),
-        ] {
-            assert_eq!(
-                f.read_point_into(off as u64, len, &mut buf)?,
-                &bytes[off..off + len]
-            );
-        }
-        assert_eq!(io.direct_reads.load(Ordering::Relaxed), 6);
-        // Past the end: the truncation error of a buffered read.
-        assert!(f
-            .read_point_into(9_990, 20, &mut buf)
-            .is_err_and(|e| e.is_corruption()));
-        drop(f);
-        let g = SlowFile::open(d.path(), 9, io)?;
-        assert_eq!(g.read_point_into(4097, 3, &mut buf)?, &bytes[4097..4100]);
-        g.add_live();
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //!
 //! * [`file`] — one table file: written once, sealed (fsync, rename, fsync dir),
 //!   reference-counted, unlinked when obsolete; orphans swept at open.
+//! * [`direct`] — `O_DIRECT` reads for gets (`Options::slow_direct_reads`).
 //! * [`writer`] — writes one run (a file of LSTs with the slow tier's block unit).
 //! * [`tier`] — the tier as readers see it: partitions of runs, one index across
 //!   media for point reads, scans.
@@ -15,6 +16,7 @@
 //! `db/slow.rs`; the manifest part is `manifest/slow.rs`; the format is formats.md §13.
 
 pub(crate) mod compact;
+pub(crate) mod direct;
 pub(crate) mod file;
 pub(crate) mod filters;
 pub(crate) mod keep;
