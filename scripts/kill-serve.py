@@ -80,6 +80,8 @@ def start(args, port):
     if args.slow:
         cmd += ["--slow-dir", args.slow_dir, "--fast-budget", args.fast_budget,
                 "--pin-fraction", str(args.pin_fraction)]
+        if args.direct:
+            cmd.append("--slow-direct-reads")
     log = open(os.path.join(args.work, "serve.log"), "ab")
     p = subprocess.Popen(cmd, stdout=log, stderr=log)
     deadline = time.time() + 60
@@ -137,6 +139,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--slow", action="store_true")
     ap.add_argument("--pin-fraction", type=float, default=0.0)
+    ap.add_argument("--direct", action="store_true",
+                    help="with --slow: gets read the slow tier with O_DIRECT")
     ap.add_argument("--pool-size", default="256M")
     ap.add_argument("--faststore-capacity", default="2M")
     ap.add_argument("--fast-budget", default="6M")
