@@ -441,82 +441,41 @@ fn open_engine(
     block_cache: u64,
 ) -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
     use cascade_bench::engine::CascadeEngine;
+    // A CascadeKV variant: `opts` changed by `tune`, reported as `name`.
+    let variant =
+        |tune: fn(&mut Options)| -> Result<Box<dyn cascade_bench::engine::Engine>, String> {
+            let mut o = opts.clone();
+            tune(&mut o);
+            Ok(Box::new(CascadeEngine::open(name, dir, o)?))
+        };
     match name {
-        "cascade" => Ok(Box::new(CascadeEngine::open("cascade", dir, opts.clone())?)),
+        "cascade" => variant(|_| {}),
         // The same engine with log cleaning off: what cleaning costs and saves.
-        "cascade-nocleaning" => {
-            let opts = Options {
-                vlog_cleaning: false,
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open(
-                "cascade-nocleaning",
-                dir,
-                opts,
-            )?))
-        }
+        "cascade-nocleaning" => variant(|o| o.vlog_cleaning = false),
         // Each thread persists its own synchronous writes ("vertical batching"), against
         // `cascade`'s batching across threads (FlatStore §3.3, Fig. 12).
-        "cascade-vb" => {
-            let opts = Options {
-                sync_group_size: 1,
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open("cascade-vb", dir, opts)?))
-        }
+        "cascade-vb" => variant(|o| o.sync_group_size = 1),
         // A record per operation, against `cascade`'s packed records (FlatStore §3.2).
-        "cascade-plain" => {
-            let opts = Options {
-                pack_log_entries: false,
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open("cascade-plain", dir, opts)?))
-        }
+        "cascade-plain" => variant(|o| o.pack_log_entries = false),
         // Bloom filters on StableStore tables too (misses read no block there; hits
         // pay one more cache miss), against `cascade`'s buffer-tree filters only.
-        "cascade-sf" => {
-            let opts = Options {
-                stable_filters: true,
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open("cascade-sf", dir, opts)?))
-        }
+        "cascade-sf" => variant(|o| o.stable_filters = true),
         // HiKV's hybrid FastStore index (hash part for point operations, the tree
         // updated in the background), against `cascade`'s tree alone.
-        "cascade-hikv" => {
-            let opts = Options {
-                hash_index: true,
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open("cascade-hikv", dir, opts)?))
-        }
+        "cascade-hikv" => variant(|o| o.hash_index = true),
         // Everything in the fast tier, --slow-dir ignored: what a slow tier costs.
-        "cascade-fast" => {
-            let opts = Options {
-                slow_dir: None,
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open("cascade-fast", dir, opts)?))
-        }
+        "cascade-fast" => variant(|o| o.slow_dir = None),
         // The slow tier with popularity placement (issue #15, PrismDB): hot entries
         // pinned at 0.7 of the budget, MSC victims, promotions — unless the flags set
         // them — against `cascade`'s default (key order, nothing pinned).
-        "cascade-place" => {
-            let opts = Options {
-                pin_fraction: if opts.pin_fraction > 0.0 {
-                    opts.pin_fraction
-                } else {
-                    0.7
-                },
-                demotion_policy: if opts.demotion_policy == cascadekv::DemotionPolicy::KeyOrder {
-                    cascadekv::DemotionPolicy::Msc
-                } else {
-                    opts.demotion_policy
-                },
-                ..opts.clone()
-            };
-            Ok(Box::new(CascadeEngine::open("cascade-place", dir, opts)?))
-        }
+        "cascade-place" => variant(|o| {
+            if o.pin_fraction <= 0.0 {
+                o.pin_fraction = 0.7;
+            }
+            if o.demotion_policy == cascadekv::DemotionPolicy::KeyOrder {
+                o.demotion_policy = cascadekv::DemotionPolicy::Msc;
+            }
+        }),
         "dram-index" => Ok(Box::new(CascadeEngine::open_dram_index(dir, opts.clone())?)),
         // The FastStore alone with the hybrid index (against `dram-index`).
         "dram-hikv" => {
