@@ -646,14 +646,13 @@ fn print_engine_stats(name: &str, engine: &dyn cascade_bench::engine::Engine) {
 
 /// Runs every engine of `a` through its workloads, then prints the table and writes
 /// the JSON and charts asked for; the process exit code.
-fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
+fn bench(a: &BenchArgs) -> Result<i32, String> {
     use cascade_bench::{micro, report, ycsb_run};
-    let inval = cascadekv::Error::invalid;
-    let (workloads, cfg, opts) = bench_settings(a)?;
+    let (workloads, cfg, opts) = bench_settings(a).map_err(|e| e.to_string())?;
     let mut reports: Vec<report::Report> = Vec::new();
     for name in a.engine.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let dir = a.dir.join(name);
-        fresh_dir(&dir, a.reuse)?;
+        fresh_dir(&dir, a.reuse).map_err(|e| e.to_string())?;
         // The dram-* engines never flush, so never use a slow tier.
         let slow_dir = a
             .slow_dir
@@ -661,7 +660,7 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
             .filter(|_| !name.starts_with("dram-"))
             .map(|s| s.join(name));
         if let Some(slow) = &slow_dir {
-            fresh_dir(slow, a.reuse)?;
+            fresh_dir(slow, a.reuse).map_err(|e| e.to_string())?;
         }
         let opts = Options {
             slow_dir,
@@ -674,7 +673,7 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
                 .map_or(64 << 20, |r| r.engine_dram_bytes.max(8 << 20))
         });
         let started = std::time::Instant::now();
-        let engine = open_engine(name, &dir, &opts, cache).map_err(inval)?;
+        let engine = open_engine(name, &dir, &opts, cache).map_err(|e| format!("{name}: {e}"))?;
         if a.reuse {
             let st = engine.stats();
             reports.push(report::Report {
@@ -701,7 +700,7 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
             } else {
                 micro::run(engine.as_ref(), w, &cfg)
             }
-            .map_err(inval)?;
+            .map_err(|e| format!("{name} {w}: {e}"))?;
             if r.errors > 0 {
                 eprintln!("  {name} {w}: {} operations failed", r.errors);
             }
@@ -722,14 +721,12 @@ fn bench(a: &BenchArgs) -> Result<i32, cascadekv::Error> {
     }
     println!("{}", report::table(&reports));
     if let Some(path) = &a.json {
-        let text = serde_json::to_string_pretty(&reports).map_err(|e| inval(e.to_string()))?;
-        std::fs::write(path, text)
-            .map_err(|e| cascadekv::Error::io(format!("writing {}", path.display()), e))?;
+        let text = serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     if let Some(dir) = &a.plot {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| cascadekv::Error::io(format!("creating {}", dir.display()), e))?;
-        let files = cascade_bench::plot::write_plots(&reports, dir).map_err(inval)?;
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let files = cascade_bench::plot::write_plots(&reports, dir)?;
         for f in files {
             eprintln!("  wrote {}", f.display());
         }
@@ -770,7 +767,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Runs the CLI and returns the process exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
-    match exec(cli.cmd) {
+    // The bench reports its engines' errors as text, already labelled.
+    let r = match cli.cmd {
+        Cmd::Bench(a) => bench(&a),
+        cmd => exec(cmd).map_err(|e| e.to_string()),
+    };
+    match r {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
@@ -787,7 +789,6 @@ fn printable(b: &[u8]) -> String {
 /// Runs `cmd`; the process exit code.
 fn exec(cmd: Cmd) -> Result<i32, cascadekv::Error> {
     let cmd = match cmd {
-        Cmd::Bench(a) => return bench(&a),
         Cmd::Serve(a) => return serve(*a),
         Cmd::Verify { dir, slow_dir } => return verify(&dir, slow_dir),
         Cmd::Repair {

@@ -258,3 +258,31 @@ fn bench_reports_the_slow_tier() {
     );
     assert!(num("fast_write_amp") > 0.0, "{read}");
 }
+
+/// A bad engine option fails the bench with the engine's error, labelled once.
+#[test]
+fn bench_reports_a_bad_option_once() {
+    let root = temp_dir("badbench");
+    let _cleanup = Cleanup(root.clone());
+    let out = cascade(&[
+        "bench",
+        "--engine",
+        "cascade",
+        "--dir",
+        &root.join("bench").display().to_string(),
+        "--block-size",
+        "3",
+        "--num",
+        "10",
+        "--workloads",
+        "fillrandom",
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cascade: invalid argument: block_size 3"),
+        "{err}"
+    );
+    assert_eq!(err.matches("invalid argument").count(), 1, "{err}");
+}
