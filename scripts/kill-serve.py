@@ -10,7 +10,14 @@ range from a few bytes to 4 KB (inline and separated). With `--slow` the store h
 slow tier under a small fast budget, so flushes, compactions, demotions, slow-tier
 merges and (with `--pin-fraction`) promotions run during the kills.
 
+With `--types` each client also owns hashes, lists, sets, sorted sets and counters
+(HSET/HDEL, RPUSH/LPOP, SADD/SREM, ZADD/ZREM, INCRBY) and pairs of strings it sets
+together in MULTI/EXEC: after a crash each must hold its acknowledged state or that
+state with the in-flight command applied, and both keys of a pair must come from the
+same transaction.
+
     python3 scripts/kill-serve.py --cycles 200 --slow --pin-fraction 0.7
+    python3 scripts/kill-serve.py --cycles 100 --types
 
 Exits non-zero on the first lost, stale or wrong value, printing the key.
 """
@@ -39,11 +46,12 @@ def free_port():
 class Writer(threading.Thread):
     """Writes its own keys until the connection breaks."""
 
-    def __init__(self, t, port, keys, oracle, rng):
+    def __init__(self, t, port, keys, oracle, rng, types):
         super().__init__(daemon=True)
         self.t, self.port, self.keys, self.rng = t, port, keys, rng
         self.oracle = oracle  # key -> (acked value or None, in-flight value or "")
         self.ops = 0
+        self.types = types
 
     def value(self, key):
         n = self.rng.choice([3, 20, 100, 700, 1500, 4000])
@@ -55,6 +63,10 @@ class Writer(threading.Thread):
             c = redis.Redis(port=self.port, socket_timeout=10)
             while True:
                 i = self.rng.randrange(self.keys)
+                if self.types and self.rng.random() < 0.5:
+                    self.typed(c, i)
+                    self.ops += 1
+                    continue
                 key = f"k:{self.t}:{i}"
                 acked, _ = self.oracle.get(key, (None, ""))
                 if self.rng.random() < 0.1:
@@ -69,6 +81,84 @@ class Writer(threading.Thread):
                 self.ops += 1
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             return
+
+    def typed(self, c, i):
+        """One command on a key of another type; the oracle holds each key's state as
+        a canonical Python value (see `read_state`)."""
+        r = self.rng
+        kind = r.choice("hlszcm")
+        key = f"{kind}:{self.t}:{i % 200}"
+        acked, _ = self.oracle.get(key, (EMPTY[kind], ""))
+        member = f"m{r.randrange(12)}"
+        if kind == "h":
+            if r.random() < 0.25:
+                after = tuple(sorted((f, v) for f, v in acked if f != member))
+                send = lambda: c.hdel(key, member)
+            else:
+                v = self.value(key)[:r.choice([5, 300])]
+                after = tuple(sorted([(f, x) for f, x in acked if f != member] + [(member, v)]))
+                send = lambda: c.hset(key, member, v)
+        elif kind == "l":
+            if acked and r.random() < 0.4:
+                after = acked[1:]
+                send = lambda: c.lpop(key)
+            else:
+                v = f"{member}-{r.getrandbits(20):x}"
+                after = (acked + (v,))[-40:] if len(acked) < 40 else acked
+                send = (lambda: c.rpush(key, v)) if len(acked) < 40 else (lambda: c.exists(key))
+        elif kind == "s":
+            if r.random() < 0.3:
+                after = tuple(sorted(set(acked) - {member}))
+                send = lambda: c.srem(key, member)
+            else:
+                after = tuple(sorted(set(acked) | {member}))
+                send = lambda: c.sadd(key, member)
+        elif kind == "z":
+            if r.random() < 0.3:
+                after = tuple(sorted((m, sc) for m, sc in acked if m != member))
+                send = lambda: c.zrem(key, member)
+            else:
+                sc = r.randrange(-1000, 1000)
+                after = tuple(sorted([(m, x) for m, x in acked if m != member] + [(member, sc)]))
+                send = lambda: c.zadd(key, {member: sc})
+        elif kind == "c":
+            d = r.randrange(-50, 100)
+            after = acked + d
+            send = lambda: c.incrby(key, d)
+        else:
+            # A pair of strings set together in one transaction.
+            v = f"{key}|{r.getrandbits(40):x}"
+            after = (v, v)
+            def send():
+                p = c.pipeline(transaction=True)
+                p.set(key + ":a", v)
+                p.set(key + ":b", v)
+                p.execute()
+        self.oracle[key] = (acked, after)
+        send()
+        self.oracle[key] = (after, "")
+
+
+# What a never-written key of each kind reads as.
+EMPTY = {"h": (), "l": (), "s": (), "z": (), "c": 0, "m": (None, None)}
+
+
+def read_state(c, key):
+    """The state of a typed key as the oracle writes it."""
+    kind = key[0]
+    if kind == "h":
+        return tuple(sorted((f.decode(), v.decode()) for f, v in c.hgetall(key).items()))
+    if kind == "l":
+        return tuple(v.decode() for v in c.lrange(key, 0, -1))
+    if kind == "s":
+        return tuple(sorted(m.decode() for m in c.smembers(key)))
+    if kind == "z":
+        return tuple(sorted((m.decode(), int(sc)) for m, sc in c.zrange(key, 0, -1, withscores=True)))
+    if kind == "c":
+        v = c.get(key)
+        return 0 if v is None else int(v)
+    a, b = c.mget([key + ":a", key + ":b"])
+    return (None if a is None else a.decode(), None if b is None else b.decode())
 
 
 def start(args, port):
@@ -104,8 +194,17 @@ def pool_used_mb(port):
 
 def verify(port, oracle):
     c = redis.Redis(port=port, socket_timeout=60)
-    keys = list(oracle)
+    keys = [k for k in oracle if k.startswith("k:")]
     bad = 0
+    for key in [k for k in oracle if not k.startswith("k:")]:
+        got = read_state(c, key)
+        acked, flight = oracle[key]
+        if got == acked or (flight != "" and got == flight):
+            oracle[key] = (got, "")
+            continue
+        bad += 1
+        print(f"MISMATCH {key}: got {str(got)[:80]!r} want {str(acked)[:80]!r}"
+              f" or in-flight {str(flight)[:80]!r}")
     for j in range(0, len(keys), 500):
         chunk = keys[j:j + 500]
         for key, got in zip(chunk, c.mget(chunk)):
@@ -145,6 +244,8 @@ def main():
     ap.add_argument("--faststore-capacity", default="2M")
     ap.add_argument("--fast-budget", default="6M")
     ap.add_argument("--max-wait", type=float, default=3.0, help="most seconds between kills")
+    ap.add_argument("--types", action="store_true",
+                    help="also hashes, lists, sets, sorted sets, counters and MULTI/EXEC pairs")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     args.work = tempfile.mkdtemp(prefix="kill-serve-")
@@ -163,7 +264,8 @@ def main():
             sys.exit(f"cycle {cycle}: {bad} keys wrong after recovery (kept {args.work})")
         used = pool_used_mb(port)
         peak_used = max(peak_used, used)
-        writers = [Writer(t, port, args.keys, oracle, random.Random(rng.getrandbits(64)))
+        writers = [Writer(t, port, args.keys, oracle, random.Random(rng.getrandbits(64)),
+                          args.types)
                    for t in range(args.clients)]
         for w in writers:
             w.start()
