@@ -192,31 +192,26 @@ def pool_used_mb(port):
     return int(info.get("cascade_pool_bytes_used", 0)) >> 20
 
 
+def check(oracle, key, got):
+    """1 if `got` is neither the key's acknowledged state nor its in-flight one."""
+    acked, flight = oracle[key]
+    if got == acked or (flight != "" and got == flight):
+        # What the server holds is now the acknowledged state.
+        oracle[key] = (got, "")
+        return 0
+    print(f"MISMATCH {key}: got {str(got)[:80]!r} want {str(acked)[:80]!r}"
+          f" or in-flight {str(flight)[:80]!r}")
+    return 1
+
+
 def verify(port, oracle):
     c = redis.Redis(port=port, socket_timeout=60)
     keys = [k for k in oracle if k.startswith("k:")]
-    bad = 0
-    for key in [k for k in oracle if not k.startswith("k:")]:
-        got = read_state(c, key)
-        acked, flight = oracle[key]
-        if got == acked or (flight != "" and got == flight):
-            oracle[key] = (got, "")
-            continue
-        bad += 1
-        print(f"MISMATCH {key}: got {str(got)[:80]!r} want {str(acked)[:80]!r}"
-              f" or in-flight {str(flight)[:80]!r}")
+    bad = sum(check(oracle, k, read_state(c, k)) for k in oracle if not k.startswith("k:"))
     for j in range(0, len(keys), 500):
         chunk = keys[j:j + 500]
         for key, got in zip(chunk, c.mget(chunk)):
-            got = None if got is None else got.decode()
-            acked, flight = oracle[key]
-            if got == acked or (flight != "" and got == flight):
-                # What the server holds is now the acknowledged state.
-                oracle[key] = (got, "")
-                continue
-            bad += 1
-            print(f"MISMATCH {key}: got {str(got)[:40]!r} want {str(acked)[:40]!r}"
-                  f" or in-flight {str(flight)[:40]!r}")
+            bad += check(oracle, key, None if got is None else got.decode())
     return bad
 
 
