@@ -94,7 +94,10 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let stats: Vec<Arc<WorkerStats>> = (0..threads)
         .map(|_| Arc::new(WorkerStats::new(commands.specs.len())))
         .collect();
-    let fixed = ServerConfig { threads, ..cfg };
+    let mut fixed = ServerConfig { threads, ..cfg };
+    // The budget in effect: a quarter of the pool as it was created, which an existing
+    // store keeps whatever `--pool-size` says now (CONFIG GET reports this).
+    fixed.engine.fast_budget = db.stats().fast_budget_bytes;
     let metrics = Metrics::new(commands.names(), stats.clone());
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
 

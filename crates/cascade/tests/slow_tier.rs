@@ -286,3 +286,27 @@ fn bench_reports_a_bad_option_once() {
     );
     assert_eq!(err.matches("invalid argument").count(), 1, "{err}");
 }
+
+/// CONFIG GET reports the fast budget in effect: a quarter of the pool the store was
+/// created with, even when a restart passes another `--pool-size`.
+#[test]
+fn config_reports_the_budget_of_the_existing_pool() {
+    let root = temp_dir("budgetcfg");
+    let _cleanup = Cleanup(root.clone());
+    let (data, slow) = (root.join("data"), root.join("slow"));
+    let slow_s = slow.display().to_string();
+    let quarter = |c: &mut Client| {
+        let got: u64 = config_get(c, "cascade-fast-budget")
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got, info_num(c, "fast_budget_bytes"));
+        got
+    };
+    let mut srv = Server::start_in(&data, &["--slow-dir", &slow_s, "--pool-size", "64M"]);
+    srv.keep_dir = true;
+    let first = quarter(&mut srv.connect());
+    assert!(first > 8 << 20 && first <= 16 << 20, "{first}");
+    assert_eq!(srv.signal_and_wait("-TERM"), Some(0));
+    let srv = Server::start_in(&data, &["--slow-dir", &slow_s, "--pool-size", "256M"]);
+    assert_eq!(quarter(&mut srv.connect()), first);
+}
