@@ -682,13 +682,21 @@ mod tests {
         let i = Tree::new();
         let mut model = BTreeMap::new();
         let mut n = 0u64;
-        // YCSB-style keys, keys sharing 40 bytes, then short keys that break prefixes.
-        for round in 0..3 {
+        // YCSB-style keys, keys sharing 40 bytes, short keys that break prefixes, then
+        // keys whose 4 bytes after a leaf's prefix tie in long runs (`a-sa…`, `b-sa…`:
+        // a leaf spanning two first letters strips no prefix).
+        for round in 0..4 {
             for j in 0..3000u64 {
                 let k = match round {
                     0 => format!("user{:020}", j * 7919 % 100_000).into_bytes(),
                     1 => format!("{}{j:06}", "p".repeat(40)).into_bytes(),
-                    _ => format!("user{}", j % 97).into_bytes(),
+                    2 => format!("user{}", j % 97).into_bytes(),
+                    _ => format!(
+                        "{}-same-{:06}",
+                        ["a", "b", "c"][(j % 3) as usize],
+                        j * 31 % 5000
+                    )
+                    .into_bytes(),
                 };
                 n += 1;
                 i.put_validate(&k, ver(n, 1, &n.to_le_bytes()), &s);
@@ -712,6 +720,20 @@ mod tests {
                 String::from_utf8_lossy(k)
             );
         }
+        // Absent keys whose leaf slices tie with present ones.
+        for absent in [
+            &b"a-same-999999"[..],
+            b"b-same-000001x",
+            b"c-same-",
+            b"a-same",
+        ] {
+            assert!(!model.contains_key(absent));
+            assert!(
+                i.get(absent).is_none(),
+                "{:?}",
+                String::from_utf8_lossy(absent)
+            );
+        }
         for probe in [
             &b"user"[..],
             b"",
@@ -720,6 +742,10 @@ mod tests {
             b"q",
             b"user0000000000000000000",
             b"zzz",
+            b"a-same-",
+            b"b-same-002500",
+            b"b-same-0025001",
+            b"c-samf",
         ] {
             let mut out = Vec::new();
             i.collect_range(
