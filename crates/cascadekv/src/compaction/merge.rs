@@ -10,6 +10,7 @@
 //!
 //! Thread-safety: cursors are owned by one compaction thread.
 
+use std::cmp::Ordering;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -160,9 +161,11 @@ pub(crate) fn merge(
         let mut best: Option<&[u8]> = None;
         for (i, c) in cursors.iter().enumerate() {
             let Some((k, _)) = c.head() else { continue };
-            match best {
-                Some(b) if k > b => {}
-                Some(b) if k == b => holders.push(i),
+            // One comparison per cursor, not `>` then `==` (`perf` of a load: `memcmp`
+            // was a fifth of the compaction thread's samples).
+            match best.map(|b| k.cmp(b)) {
+                Some(Ordering::Greater) => {}
+                Some(Ordering::Equal) => holders.push(i),
                 _ => {
                     best = Some(k);
                     holders.clear();
