@@ -15,10 +15,12 @@
 //! verify`, which read the media, still report it.
 //!
 //! Layout: all first keys back to back in one buffer with end offsets, the keys' integer
-//! slices (`slices.rs`), and each block's offset and size packed in one `u64` — four
-//! allocations per table, no pointer chasing in the search. Every array a lookup
-//! touches is one more cache miss (about a quarter of a get on this host), so a get
-//! touches only the slices and the packed block word unless slices tie.
+//! slices (`slices.rs`), and each block's offset and size packed in one `u64` — or,
+//! when every block has one size at one stride (most tables: entries are small against
+//! the block), just that stride, so the block's address is computed, not loaded. Every
+//! array a lookup touches is one more cache miss (about a quarter of a get on this
+//! host), so a get touches only the slices (and the packed block word of a table with
+//! blocks of mixed sizes) unless slices tie.
 //! Immutable once built; shared by any number of readers (`OnceLock` in [`super::Lst`]).
 
 use super::block::Block;
@@ -32,8 +34,16 @@ pub(crate) struct Fences {
     /// End of each key in `keys`.
     ends: Box<[u32]>,
     /// Each data block as `offset from the LST's start << 8 | size in units`: one
-    /// array, so the block a search lands on costs one cache miss, not two.
+    /// array, so the block a search lands on costs one cache miss, not two. Empty
+    /// when `stride` describes every block.
     blocks: Box<[u64]>,
+    /// Number of data blocks.
+    len: usize,
+    /// `Some((first, step, units))` when block `i` is at `first + i * step` and `units`
+    /// long, as in most tables (entries small against the block size): then the
+    /// search's answer needs no look-up at all (`blocks` was a cache miss per get,
+    /// ~10 % of a `readrandom` after `settle`).
+    stride: Option<(u64, u64, u8)>,
     /// The keys as integers after their common prefix (`slices.rs`): most
     /// comparisons of the search are one integer compare (`perf`: `memcmp` was 22 % of
     /// a get with a plain search, 15 % of a server worker's time with 8-byte prefixes
@@ -58,10 +68,17 @@ impl Fences {
             }
             blocks.push(e.addr << 8 | u64::from(e.units));
         }
+        let stride = uniform(&blocks);
         let mut f = Fences {
             keys: keys.into(),
             ends: ends.into(),
-            blocks: blocks.into(),
+            len: blocks.len(),
+            blocks: if stride.is_some() {
+                Box::default()
+            } else {
+                blocks.into()
+            },
+            stride,
             slices: Slices::default(),
         };
         f.slices = Slices::new((0..n).map(|i| f.key(i)));
@@ -81,9 +98,8 @@ impl Fences {
         // Number of blocks whose first key is <= key.
         let pfx = self.keys.get(..self.slices.prefix_len()).unwrap_or(&[]);
         let lo = self.slices.count_below(pfx, key, true, |i| self.key(i));
-        let i = lo.checked_sub(1)?;
-        let b = self.blocks[i];
-        Some((b >> 8, (b & 0xff) as u8, lo == self.blocks.len()))
+        let (addr, units) = self.block(lo.checked_sub(1)?)?;
+        Some((addr, units, lo == self.len))
     }
 
     /// DRAM this copy takes.
@@ -103,18 +119,41 @@ impl Fences {
 
     /// Number of data blocks.
     pub(crate) fn len(&self) -> usize {
-        self.blocks.len()
+        self.len
     }
 
-    /// Offset and units of data block `i` (`i < len`).
+    /// Offset and units of data block `i` (`None` unless `i < len`).
     pub(crate) fn block(&self, i: usize) -> Option<(u64, u8)> {
+        if let Some((first, step, units)) = self.stride {
+            return (i < self.len).then(|| (first + i as u64 * step, units));
+        }
         let b = *self.blocks.get(i)?;
         Some((b >> 8, (b & 0xff) as u8))
     }
 
     pub(crate) fn dram_bytes(&self) -> usize {
-        self.keys.len() + self.ends.len() * (4 + 8) + self.slices.dram_bytes() + 4 * 16
+        self.keys.len()
+            + self.ends.len() * 4
+            + self.blocks.len() * 8
+            + self.slices.dram_bytes()
+            + 4 * 16
     }
+}
+
+/// `(first, step, units)` if the packed block words form one arithmetic progression
+/// of offsets with equal sizes.
+fn uniform(blocks: &[u64]) -> Option<(u64, u64, u8)> {
+    let (&b0, rest) = blocks.split_first()?;
+    let (first, units) = (b0 >> 8, (b0 & 0xff) as u8);
+    let step = rest.first().map_or(0, |b1| (b1 >> 8).wrapping_sub(first));
+    let fits = blocks.iter().enumerate().all(|(i, &b)| {
+        (b & 0xff) as u8 == units
+            && Some(b >> 8)
+                == step
+                    .checked_mul(i as u64)
+                    .and_then(|d| d.checked_add(first))
+    });
+    fits.then_some((first, step, units))
 }
 
 #[cfg(test)]
@@ -124,6 +163,13 @@ mod tests {
 
     #[test]
     fn answers_as_the_index_block_does() {
+        // Blocks of mixed sizes (the packed array), then of one size at one stride.
+        check(|i| [1, 2, 3][i % 3], false);
+        check(|_| 1, true);
+        check(|_| 2, true);
+    }
+
+    fn check(units: impl Fn(usize) -> u8, uniform: bool) {
         let mut bb = BlockBuilder::new(BlockKind::Index, 1 << 16);
         // Keys longer and shorter than the 8-byte prefix; runs of up to 14 fences
         // share one prefix (keys that differ only after their first 8 bytes).
@@ -136,13 +182,24 @@ mod tests {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        // Offsets as a table lays them out: each block after the one before.
+        let mut addr = 0;
         for (i, k) in firsts.iter().enumerate() {
-            bb.add_index(k, i as u64 * 512, [1, 2, 3][i % 3]);
+            bb.add_index(k, addr, units(i));
+            addr += u64::from(units(i)) * 512;
         }
         let mut bytes = Vec::new();
         bb.finish(7, &mut bytes);
         let block = Block::open(&bytes, 7, BlockKind::Index).unwrap_or_else(|e| panic!("{e:?}"));
         let f = Fences::from_block(&block).unwrap_or_else(|| panic!("decode"));
+        assert_eq!(f.stride.is_some(), uniform);
+        assert_eq!(f.len(), firsts.len());
+        assert_eq!(f.block(firsts.len()), None);
+        for i in 0..firsts.len() {
+            let e = block.index_at(i).unwrap_or_else(|| panic!("entry {i}"));
+            assert_eq!(f.block(i), Some((e.addr, e.units)));
+            assert_eq!(f.first_key(i), Some(e.first_key));
+        }
         for probe in 0..3100u32 {
             for key in [
                 format!("k{probe:06}"),
@@ -158,7 +215,10 @@ mod tests {
                     .map(|e| (e.addr, e.units));
                 let got = f.block_for(key.as_bytes());
                 assert_eq!(got.map(|(a, u, _)| (a, u)), want, "{key}");
-                let last_addr = (firsts.len() as u64 - 1) * 512;
+                let last_addr = block
+                    .index_at(firsts.len() - 1)
+                    .unwrap_or_else(|| panic!("last"))
+                    .addr;
                 assert_eq!(got.map(|g| g.2), want.map(|w| w.0 == last_addr), "{key}");
             }
         }
