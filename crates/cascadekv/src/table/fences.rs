@@ -37,8 +37,6 @@ pub(crate) struct Fences {
     /// array, so the block a search lands on costs one cache miss, not two. Empty
     /// when `stride` describes every block.
     blocks: Box<[u64]>,
-    /// Number of data blocks.
-    len: usize,
     /// `Some((first, step, units))` when block `i` is at `first + i * step` and `units`
     /// long, as in most tables (entries small against the block size): then the
     /// search's answer needs no look-up at all (`blocks` was a cache miss per get,
@@ -72,7 +70,6 @@ impl Fences {
         let mut f = Fences {
             keys: keys.into(),
             ends: ends.into(),
-            len: blocks.len(),
             blocks: if stride.is_some() {
                 Box::default()
             } else {
@@ -95,14 +92,11 @@ impl Fences {
     /// sorts before the first block: the same block as `Block::child_for` on the index
     /// block.
     pub(crate) fn block_for(&self, key: &[u8]) -> Option<(u64, u8, bool)> {
-        // Number of blocks whose first key is <= key.
-        let pfx = self.keys.get(..self.slices.prefix_len()).unwrap_or(&[]);
-        let lo = self.slices.count_below(pfx, key, true, |i| self.key(i));
-        let (addr, units) = self.block(lo.checked_sub(1)?)?;
-        Some((addr, units, lo == self.len))
+        let i = self.position(key)?;
+        let (addr, units) = self.block(i)?;
+        Some((addr, units, i + 1 == self.len()))
     }
 
-    /// DRAM this copy takes.
     /// Position of the block that may hold `key` (the last whose first key is `<=
     /// key`); `None` if `key` sorts before the first block.
     pub(crate) fn position(&self, key: &[u8]) -> Option<usize> {
@@ -119,18 +113,19 @@ impl Fences {
 
     /// Number of data blocks.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.ends.len()
     }
 
     /// Offset and units of data block `i` (`None` unless `i < len`).
     pub(crate) fn block(&self, i: usize) -> Option<(u64, u8)> {
         if let Some((first, step, units)) = self.stride {
-            return (i < self.len).then(|| (first + i as u64 * step, units));
+            return (i < self.len()).then(|| (first + i as u64 * step, units));
         }
         let b = *self.blocks.get(i)?;
         Some((b >> 8, (b & 0xff) as u8))
     }
 
+    /// DRAM this copy takes.
     pub(crate) fn dram_bytes(&self) -> usize {
         self.keys.len()
             + self.ends.len() * 4
