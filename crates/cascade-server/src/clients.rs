@@ -32,6 +32,8 @@ struct Entry {
     created: Instant,
     resp: u8,
     live: Arc<Live>,
+    /// Channel, pattern and shard-channel subscriptions.
+    subs: (usize, usize, usize),
 }
 
 /// The registry.
@@ -53,6 +55,7 @@ impl Clients {
                 created: now,
                 resp: 2,
                 live: Arc::default(),
+                subs: (0, 0, 0),
             },
         );
     }
@@ -84,13 +87,20 @@ impl Clients {
         }
     }
 
+    /// Records a client's subscription counts.
+    pub(crate) fn set_subs(&self, id: u64, subs: (usize, usize, usize)) {
+        if let Some(e) = self.map.lock().get_mut(&id) {
+            e.subs = subs;
+        }
+    }
+
     fn line(id: u64, e: &Entry) -> String {
         // Redis 7.0's fields in its order; buffer and memory fields this server does
         // not track per client are 0.
         let age = e.created.elapsed();
         let active = std::time::Duration::from_millis(e.live.active_ms.load(Ordering::Relaxed));
         format!(
-            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             e.addr,
             e.laddr,
             e.name
@@ -99,7 +109,10 @@ impl Clients {
                 .unwrap_or_default(),
             age.as_secs(),
             age.saturating_sub(active).as_secs(),
-            "N",
+            if e.subs == (0, 0, 0) { "N" } else { "P" },
+            e.subs.0,
+            e.subs.1,
+            e.subs.2,
             e.live.qbuf.load(Ordering::Relaxed),
             e.live.qbuf_free.load(Ordering::Relaxed),
             "NULL",

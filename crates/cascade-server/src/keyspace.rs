@@ -261,6 +261,19 @@ pub(crate) fn sub_prefix(ns: u8, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The user key owning an element entry `k` (namespaces 2, 3, 4, 6, 7 and the element
+/// namespaces of later types, 0x08 to 0x0B): the key between the length prefix and the
+/// suffix. `None` for metadata, expiry entries and malformed keys.
+pub(crate) fn owner_of(k: &[u8]) -> Option<&[u8]> {
+    if k.first()
+        .is_none_or(|&ns| ns == NS_META || ns == NS_EXPIRE || !(NS_HASH..=0x0B).contains(&ns))
+    {
+        return None;
+    }
+    let len = usize::try_from(u32::from_be_bytes(k.get(1..5)?.try_into().ok()?)).ok()?;
+    k.get(5..5 + len)
+}
+
 /// `prefix + suffix`.
 pub(crate) fn sub_key(ns: u8, key: &[u8], suffix: &[u8]) -> Vec<u8> {
     let mut k = sub_prefix(ns, key);
@@ -327,6 +340,16 @@ pub(crate) fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owner_of_element_entries() {
+        let k = sub_key(NS_HASH, b"user", b"field");
+        assert_eq!(owner_of(&k), Some(&b"user"[..]));
+        assert_eq!(owner_of(&sub_prefix(NS_LIST, b"")), Some(&b""[..]));
+        assert_eq!(owner_of(&meta_key(b"user")), None);
+        assert_eq!(owner_of(&expire_key(5, b"user")), None);
+        assert_eq!(owner_of(&[NS_SET, 0, 0, 0, 9, b'x']), None);
+    }
 
     #[test]
     fn meta_roundtrip() {

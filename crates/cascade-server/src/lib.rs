@@ -9,6 +9,7 @@
 //! Layers, bottom up (each uses only those below it):
 //! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
 //!   encoder), `config`, `metrics` (counters), `cursors`, `clients`;
+//! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
@@ -43,6 +44,7 @@ mod info;
 mod keyspace;
 mod metrics;
 mod notify;
+mod pubsub;
 pub mod resp;
 mod server;
 mod shared;

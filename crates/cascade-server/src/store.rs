@@ -39,6 +39,7 @@ use crate::keyspace::{
     self, expire_key, meta_key, now_ms, prefix_end, sub_prefix, Meta, Type, NS_EXPIRE, NS_META,
 };
 use crate::notify::Notify;
+use crate::pubsub::{class, PubSub};
 use crate::resp::reply::{self, Out};
 
 const STRIPES: usize = 1024;
@@ -55,6 +56,8 @@ pub(crate) struct Store {
     notify: Notify,
     /// SCAN, SSCAN, HSCAN and ZSCAN cursors.
     cursors: Cursors,
+    /// Subscriptions and keyspace notifications.
+    pubsub: PubSub,
 }
 
 impl std::fmt::Debug for Store {
@@ -79,6 +82,7 @@ impl Store {
             expired_keys: AtomicI64::new(0),
             notify: Notify::default(),
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
+            pubsub: PubSub::default(),
         };
         let (mut keys, mut expires) = (0i64, 0i64);
         let mut it = store.db.iter_bounds(
@@ -115,6 +119,11 @@ impl Store {
         store.keys.store(keys, Ordering::Relaxed);
         store.expires.store(expires, Ordering::Relaxed);
         Ok(store)
+    }
+
+    /// Subscriptions and keyspace notifications.
+    pub(crate) fn pubsub(&self) -> &PubSub {
+        &self.pubsub
     }
 
     /// The engine.
@@ -173,6 +182,7 @@ impl Store {
             dexpires,
             flushed,
             touched,
+            events,
             ..
         } = tx;
         if flushed || !writes.is_empty() {
@@ -211,6 +221,11 @@ impl Store {
         self.keys.fetch_add(dkeys, Ordering::Relaxed);
         self.expires.fetch_add(dexpires, Ordering::Relaxed);
         self.notify.touched(&touched);
+        // Keyspace notifications, once the change is visible (as Redis publishes them
+        // after the command's effect).
+        for (class, event, key) in events {
+            self.pubsub.notify(class, event, &key, 0);
+        }
         Ok(())
     }
 
@@ -290,6 +305,12 @@ pub(crate) struct Tx<'s> {
     flushed: bool,
     /// User keys changed (recorded while anyone watches or waits).
     touched: Vec<Vec<u8>>,
+    /// Keyspace notifications to publish after the commit: class, event, key (recorded
+    /// only for enabled classes).
+    events: Vec<(u32, &'static str, Vec<u8>)>,
+    /// User keys changed: by a metadata write (`Some(removed)`) or an element write
+    /// (`None`); recorded while notifications are on.
+    changes: Vec<(Vec<u8>, Option<bool>)>,
     /// Blocking commands may park the client (not inside MULTI/EXEC).
     may_block: bool,
     /// This runs a parked blocking command again after one of its keys changed.
@@ -308,6 +329,8 @@ impl<'s> Tx<'s> {
             now: now_ms(),
             flushed: false,
             touched: Vec::new(),
+            events: Vec::new(),
+            changes: Vec::new(),
             may_block: false,
             run: RunKind::Fresh,
         }
@@ -375,10 +398,29 @@ impl<'s> Tx<'s> {
         (base + self.dkeys).max(0)
     }
 
-    fn touch(&mut self, key: &[u8]) {
+    fn touch(&mut self, key: &[u8], removed: bool) {
         if self.store.notify.active() {
             self.touched.push(key.to_vec());
         }
+        if self.store.pubsub.events.publishing() {
+            self.changes.push((key.to_vec(), Some(removed)));
+        }
+    }
+
+    /// The user keys changed since the last call, each once in first-change order,
+    /// with whether the key is gone at the end (recorded only while keyspace
+    /// notifications are on; `cmd/events.rs` turns them into events).
+    pub(crate) fn take_changes(&mut self) -> Vec<(Vec<u8>, bool)> {
+        let mut out: Vec<(Vec<u8>, bool)> = Vec::new();
+        for (k, removed) in self.changes.drain(..) {
+            match out.iter_mut().find(|(o, _)| *o == k) {
+                // An element write after the key's removal (the purge of its entries)
+                // leaves it removed; a later metadata write decides.
+                Some(o) => o.1 = removed.unwrap_or(o.1),
+                None => out.push((k, removed.unwrap_or(false))),
+            }
+        }
+        out
     }
 
     /// The time this command sees (Unix ms).
@@ -406,12 +448,34 @@ impl<'s> Tx<'s> {
 
     /// Writes an engine entry.
     pub(crate) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.touch_element(&k);
         self.writes.insert(k, Some(v));
     }
 
     /// Deletes an engine entry.
     pub(crate) fn delete(&mut self, k: Vec<u8>) {
+        self.touch_element(&k);
         self.writes.insert(k, None);
+    }
+
+    /// A write of an element entry changes its user key (HINCRBY of an existing
+    /// field, LSET, ...: the key's metadata may stay as it is). Recorded once per run
+    /// of writes to one key.
+    fn touch_element(&mut self, k: &[u8]) {
+        let watch = self.store.notify.active();
+        let events = self.store.pubsub.events.publishing();
+        if !(watch || events) {
+            return;
+        }
+        let Some(key) = keyspace::owner_of(k) else {
+            return;
+        };
+        if watch && self.touched.last().is_none_or(|t| t.as_slice() != key) {
+            self.touched.push(key.to_vec());
+        }
+        if events && self.changes.last().is_none_or(|(t, _)| t.as_slice() != key) {
+            self.changes.push((key.to_vec(), None));
+        }
     }
 
     /// Entries in `[lo, hi]` (per the bounds) in key order, pending writes merged in.
@@ -552,21 +616,38 @@ impl<'s> Tx<'s> {
             }
         }
         self.put(meta_key(key), new.encode());
-        self.touch(key);
+        self.touch(key, false);
         if old.is_none() {
             self.dkeys += 1;
+            self.event(class::NEW, "new", key);
         }
         self.dexpires += i64::from(new.expire_at.is_some()) - i64::from(old_exp.is_some());
     }
 
     /// Deletes `key` and everything it owns (a change: watchers see it).
     pub(crate) fn remove(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
-        self.touch(key);
-        self.purge(key, old)
+        self.touch(key, true);
+        self.purge_quietly(key, old)
+    }
+
+    /// Records keyspace notification `event` of `class` for `key`, published after
+    /// the commit if that class is enabled (`notify-keyspace-events`).
+    pub(crate) fn event(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        if self.store.pubsub.events.on(class) {
+            self.events.push((class, event, key.to_vec()));
+        }
     }
 
     /// Deletes an expired `key` and everything it owns (not a change for watchers).
     fn purge(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
+        if old.expired(self.now) {
+            self.event(class::EXPIRED, "expired", key);
+        }
+        self.purge_quietly(key, old)
+    }
+
+    /// Deletes `key` and everything it owns, with no notification.
+    fn purge_quietly(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
         self.delete(meta_key(key));
         if let Some(t) = old.expire_at {
             self.delete(expire_key(t, key));

@@ -29,9 +29,10 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use crate::clients::Live;
-use crate::cmd::{dispatch, Client, Commands, Ctx};
+use crate::cmd::{dispatch, Client, Commands, Ctx, ReplyMode};
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
+use crate::pubsub::Mailbox;
 use crate::resp::parse::Command;
 use crate::resp::parse::{Limits, Parser, ProtocolError};
 use crate::resp::reply::{self, Out};
@@ -283,11 +284,21 @@ impl Worker {
                 continue;
             }
             let authed = self.shared.config.requirepass.lock().is_none();
+            let mut client = Client::new(id, peer.to_string(), authed);
+            // Publishers on any thread leave messages in the mailbox and wake us.
+            let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
+            client.mailbox = Mailbox::new(
+                id,
+                Arc::new(move || {
+                    woken.lock().push(token);
+                    let _ = waker.wake();
+                }),
+            );
             self.conns.insert(
                 token,
                 Conn {
                     sock,
-                    client: Client::new(id, peer.to_string(), authed),
+                    client,
                     parser: Parser::new(if authed { limits } else { UNAUTHED }),
                     inbuf: Vec::new(),
                     rpos: 0,
@@ -317,6 +328,7 @@ impl Worker {
             self.parked -= 1;
         }
         c.client.unwatch(&self.shared.store);
+        crate::cmd::pubsub::drop_all(&self.shared, &mut c.client);
         self.forget(c.client.id);
     }
 
@@ -344,6 +356,7 @@ impl Worker {
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
             }
+            take_mail(c);
             let was_parked = c.parked.is_some();
             if was_parked {
                 retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
@@ -357,6 +370,8 @@ impl Worker {
                 token: *t,
             };
             c.backlog = c.parked.is_none() && execute(c, &env);
+            // Messages published while the commands ran follow their replies.
+            take_mail(c);
             match (was_parked, c.parked.is_some()) {
                 (false, true) => self.parked += 1,
                 (true, false) => self.parked -= 1,
@@ -404,6 +419,13 @@ impl Worker {
                 // Drained below the mark: serve it again (input may be waiting; a
                 // token listed twice is deduplicated at the start of the round).
                 if was_blocked && c.pending_out() < OUT_HIGH {
+                    again.push(*t);
+                }
+            }
+            if c.client.subs.active() {
+                // What a subscriber has not read counts against its output limit.
+                c.client.mailbox.set_unsent(c.pending_out());
+                if c.client.mailbox.has_mail() && c.pending_out() < OUT_HIGH {
                     again.push(*t);
                 }
             }
@@ -592,6 +614,53 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
     true
 }
 
+/// `CLIENT REPLY OFF|SKIP`: takes back the reply the command just wrote after `mark`
+/// (pub/sub confirmations are pushes and always sent, as in Redis).
+fn apply_reply_mode(
+    client: &mut Client,
+    out: &mut Out,
+    before: ReplyMode,
+    mark: usize,
+    idx: Option<usize>,
+    commands: &Commands,
+) {
+    let push = idx.is_some_and(|i| commands.specs[i].flags.contains(&"pubsub"))
+        && idx.is_some_and(|i| commands.specs[i].name.contains("subscribe"));
+    let silent = match before {
+        ReplyMode::Off | ReplyMode::Skip => client.reply_mode != ReplyMode::On,
+        ReplyMode::SkipThis => true,
+        ReplyMode::On => client.reply_mode != ReplyMode::On,
+    };
+    if silent && !push {
+        out.buf.truncate(mark);
+    }
+    client.reply_mode = match (before, client.reply_mode) {
+        // The command after CLIENT REPLY SKIP has run without its reply.
+        (ReplyMode::SkipThis, ReplyMode::SkipThis) => ReplyMode::On,
+        // CLIENT REPLY SKIP itself: the next command is the one skipped.
+        (_, ReplyMode::Skip) => ReplyMode::SkipThis,
+        (_, m) => m,
+    };
+}
+
+/// Moves the connection's pub/sub messages to its output (while the output is below
+/// the mark; the rest waits in the mailbox, bounded by the pub/sub output limit). A
+/// mailbox over its limit closes the connection, as Redis closes such a subscriber.
+fn take_mail(c: &mut Conn) {
+    let mb = &c.client.mailbox;
+    if mb.killed() {
+        if !c.dead {
+            eprintln!(
+                "cascade: closing client {} ({}): pub/sub output over client-output-buffer-limit",
+                c.client.id, c.client.addr
+            );
+        }
+        c.dead = true;
+    } else if mb.has_mail() && c.pending_out() < OUT_HIGH {
+        mb.take_into(&mut c.out.buf);
+    }
+}
+
 /// What executing a connection's commands needs from its worker.
 struct Env<'a> {
     shared: &'a Shared,
@@ -722,7 +791,11 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                     out,
                 };
                 let was_authed = ctx.client.authed;
+                let (mode, mark) = (ctx.client.reply_mode, ctx.out.buf.len());
                 let ran = dispatch(&mut ctx, cmd);
+                if mode != ReplyMode::On || client.reply_mode != ReplyMode::On {
+                    apply_reply_mode(client, out, mode, mark, ran.idx, commands);
+                }
                 let raise = !was_authed && client.authed;
                 if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
                     blocked = Some((cmd.clone(), idx, timeout));

@@ -157,7 +157,17 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     let sub = c.arg(1);
     let cfg = &ctx.shared.config;
     if is(sub, "get") && c.len() >= 3 {
-        let params = cfg.params(&ctx.shared.fixed);
+        let mut params = cfg.params(&ctx.shared.fixed);
+        let ps = ctx.shared.store.pubsub();
+        params.push(("notify-keyspace-events", ps.events.letters()));
+        let l = ps.limit();
+        params.push((
+            "client-output-buffer-limit",
+            format!(
+                "normal 0 0 0 slave 268435456 67108864 60 pubsub {} {} {}",
+                l.hard, l.soft, l.soft_secs
+            ),
+        ));
         let mut hits: Vec<(&str, &String)> = Vec::new();
         for (name, v) in &params {
             if c.args()
@@ -175,7 +185,7 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     } else if is(sub, "set") && c.len() >= 4 && c.len().is_multiple_of(2) {
         for i in (2..c.len()).step_by(2) {
             let name = String::from_utf8_lossy(c.arg(i)).to_ascii_lowercase();
-            cfg.set(&name, c.arg(i + 1))?;
+            set_param(ctx.shared, &name, c.arg(i + 1))?;
         }
         reply::ok(ctx.out);
     } else if is(sub, "resetstat") && c.len() == 2 {
@@ -192,6 +202,57 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         return Err(unknown_subcommand(sub, "config"));
     }
     Ok(())
+}
+
+/// CONFIG SET of one parameter: the pub/sub ones here, the rest in `RuntimeConfig`.
+fn set_param(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> CmdResult<()> {
+    let invalid = |why: &str| {
+        CmdError::err(format!(
+            "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))
+    };
+    let ps = shared.store.pubsub();
+    match name {
+        "notify-keyspace-events" => ps
+            .events
+            .set(v)
+            .ok_or_else(|| invalid("Invalid event class character. Use 'Ag$lshzxeKEtmd'.")),
+        "client-output-buffer-limit" => {
+            let text = String::from_utf8_lossy(v);
+            let words: Vec<&str> = text.split_whitespace().collect();
+            if words.is_empty() || !words.len().is_multiple_of(4) {
+                return Err(invalid(
+                    "Wrong number of arguments in buffer limit configuration.",
+                ));
+            }
+            let mut limit = None;
+            for w in words.chunks(4) {
+                let class = w[0].to_ascii_lowercase();
+                if !["normal", "slave", "replica", "pubsub"].contains(&class.as_str()) {
+                    return Err(invalid(
+                        "Invalid client class specified in buffer limit configuration.",
+                    ));
+                }
+                let num = |s: &str| {
+                    crate::config::parse_mem(s)
+                        .ok_or_else(|| invalid("Error in hard, soft or soft_seconds setting in buffer limit configuration."))
+                };
+                let l = crate::pubsub::Limit {
+                    hard: num(w[1])?,
+                    soft: num(w[2])?,
+                    soft_secs: num(w[3])?,
+                };
+                if class == "pubsub" {
+                    limit = Some(l);
+                }
+            }
+            if let Some(l) = limit {
+                ps.set_limit(l);
+            }
+            Ok(())
+        }
+        _ => shared.config.set(name, v),
+    }
 }
 
 fn info(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {

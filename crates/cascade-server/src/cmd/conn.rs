@@ -1,6 +1,6 @@
 //! Connection commands: `PING ECHO HELLO AUTH SELECT QUIT CLIENT`.
 
-use super::{int_arg, is, spec, unknown_subcommand, Ctx, Keys, Run::Ctl, Spec, A};
+use super::{int_arg, is, spec, unknown_subcommand, Ctx, Keys, ReplyMode, Run::Ctl, Spec, A};
 use crate::error::{CmdError, CmdResult};
 use crate::resp::parse::Command;
 use crate::resp::reply;
@@ -73,6 +73,11 @@ pub(crate) static SPECS: &[Spec] = &[
 ];
 
 fn ping(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    if ctx.client.subs.active() && !ctx.out.resp3 && c.len() <= 2 {
+        let arg = if c.len() == 2 { c.arg(1) } else { b"" };
+        super::pubsub::subscribed_ping(&mut ctx.out.buf, arg);
+        return Ok(());
+    }
     match c.len() {
         1 => reply::simple(ctx.out, "PONG"),
         2 => reply::bulk(ctx.out, c.arg(1)),
@@ -162,6 +167,7 @@ fn hello(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     }
     if let Some(p) = proto {
         ctx.out.resp3 = p == 3;
+        ctx.client.mailbox.set_resp3(p == 3);
         ctx.shared
             .clients
             .set_resp(ctx.client.id, if p == 3 { 3 } else { 2 });
@@ -243,6 +249,20 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         };
         let done = u64::try_from(id).is_ok_and(|id| ctx.shared.store.notify().unblock(id, error));
         reply::int(ctx.out, i64::from(done));
+    } else if is(sub, "reply") && c.len() == 3 {
+        let mode = c.arg(2);
+        ctx.client.reply_mode = if is(mode, "on") {
+            ReplyMode::On
+        } else if is(mode, "off") {
+            ReplyMode::Off
+        } else if is(mode, "skip") {
+            ReplyMode::Skip
+        } else {
+            return Err(CmdError::Syntax);
+        };
+        if ctx.client.reply_mode == ReplyMode::On {
+            reply::ok(ctx.out);
+        }
     } else if is(sub, "setinfo") && c.len() == 4 {
         // Client libraries announce their name and version; accepted and ignored.
         reply::ok(ctx.out);
@@ -255,6 +275,7 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             b"LIST",
             b"INFO",
             b"SETINFO <attr> <value>",
+            b"REPLY (ON|OFF|SKIP)",
             b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
         ];
         reply::bulk_array(ctx.out, lines.iter().copied());

@@ -29,6 +29,7 @@ pub(crate) mod args;
 )]
 pub(crate) mod conn;
 pub(crate) mod dump;
+pub(crate) mod events;
 pub(crate) mod expire;
 pub(crate) mod generic;
 pub(crate) mod hashes;
@@ -44,6 +45,7 @@ pub(crate) mod lists;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod multi;
+pub(crate) mod pubsub;
 pub(crate) mod random;
 pub(crate) mod scan;
 pub(crate) mod sets;
@@ -65,6 +67,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::error::{CmdError, CmdResult};
+use crate::pubsub::Mailbox;
 use crate::resp::parse::Command;
 use crate::resp::reply::{self, Out};
 use crate::shared::Shared;
@@ -99,6 +102,25 @@ pub(crate) struct Client {
     pub(crate) dirty: Arc<AtomicBool>,
     /// The command now running is a parked blocking command run again.
     pub(crate) retrying: bool,
+    /// Where publishers leave this connection's messages (`crate::pubsub`).
+    pub(crate) mailbox: Arc<Mailbox>,
+    /// Its channel, pattern and shard-channel subscriptions.
+    pub(crate) subs: pubsub::Subscriptions,
+    /// `CLIENT REPLY`: which replies the client gets.
+    pub(crate) reply_mode: ReplyMode,
+}
+
+/// `CLIENT REPLY ON|OFF|SKIP`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReplyMode {
+    /// Every reply.
+    On,
+    /// No replies until `CLIENT REPLY ON`.
+    Off,
+    /// No reply to the next command.
+    Skip,
+    /// No reply to this command (the one after `CLIENT REPLY SKIP`).
+    SkipThis,
 }
 
 impl Client {
@@ -115,6 +137,10 @@ impl Client {
             watched: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
             retrying: false,
+            // The worker gives the connection a mailbox that wakes it (`worker.rs`).
+            mailbox: Mailbox::new(id, Arc::new(|| {})),
+            subs: pubsub::Subscriptions::default(),
+            reply_mode: ReplyMode::On,
         }
     }
 
@@ -297,6 +323,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
     t.extend_from_slice(multi::SPECS);
+    t.extend_from_slice(pubsub::SPECS);
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
     t.extend_from_slice(sort::SPECS);
@@ -398,6 +425,19 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         reply::error(ctx.out, &arity_error(spec.name));
         return Ran::done(Some(i), true);
     }
+    if ctx.client.subs.active()
+        && !ctx.out.resp3
+        && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name)
+    {
+        reply::error(
+            ctx.out,
+            &format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.name
+            ),
+        );
+        return Ran::done(Some(i), true);
+    }
     if let Some(queue) = ctx.client.multi.as_mut() {
         if multi::NOT_IN_MULTI.contains(&spec.name) {
             ctx.client.multi_failed = true;
@@ -460,6 +500,7 @@ pub(crate) fn run_data(
     }
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;
+    events::record(&mut tx, spec, cmd);
     if let Err(e) = store.commit(tx) {
         out.buf.truncate(mark);
         return Err(e);

@@ -174,7 +174,7 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
         };
         let mark = ctx.out.buf.len();
         let res = match s.run {
-            Run::Data(f) => f(&mut tx, c, ctx.out),
+            Run::Data(f) => f(&mut tx, c, ctx.out).map(|()| super::events::record(&mut tx, &s, c)),
             Run::Ctl(f) => f(ctx, c),
         };
         if let Err(e) = res {

@@ -1,4 +1,4 @@
-//! What `CascadeKV` does not offer: streams, pub/sub, scripting and functions, modules,
+//! What `CascadeKV` does not offer: streams, scripting and functions, modules,
 //! replication and cluster. Their commands answer an error naming the family (instead
 //! of `unknown command`), so a client or a person sees at once why. `FUNCTION FLUSH`
 //! and `FUNCTION LIST` are accepted (there are never functions to flush or list), as
@@ -29,20 +29,6 @@ const FAMILIES: &[(&str, &[&str])] = &[
             "xinfo",
             "xpending",
             "xsetid",
-        ],
-    ),
-    (
-        "pub/sub",
-        &[
-            "subscribe",
-            "unsubscribe",
-            "psubscribe",
-            "punsubscribe",
-            "publish",
-            "pubsub",
-            "ssubscribe",
-            "sunsubscribe",
-            "spublish",
         ],
     ),
     (
@@ -121,10 +107,6 @@ mod tests {
         k.expect(
             &["XADD", "s", "*", "a", "1"],
             "-ERR CascadeKV does not support streams (command 'xadd')\r\n",
-        );
-        k.expect(
-            &["subscribe", "c"],
-            "-ERR CascadeKV does not support pub/sub (command 'subscribe')\r\n",
         );
         k.expect(
             &["EVAL", "return 1", "0"],
