@@ -191,6 +191,9 @@ pub enum Reply {
     Int(i64),
     Bulk(Option<Vec<u8>>),
     Array(Option<Vec<Reply>>),
+    /// A RESP3 push frame (`>`).
+    #[allow(dead_code)]
+    Push(Vec<Reply>),
 }
 
 impl Reply {
@@ -293,10 +296,14 @@ pub fn parse_reply(b: &[u8]) -> Option<(Reply, usize)> {
             }
             Some((Reply::Bulk(Some(b[n..end].to_vec())), end + 2))
         }
-        b'*' => {
-            let len: i64 = l.parse().ok()?;
+        b'_' => Some((Reply::Bulk(None), n)),
+        b'*' | b'>' | b'%' | b'~' => {
+            let mut len: i64 = l.parse().ok()?;
             if len < 0 {
                 return Some((Reply::Array(None), n));
+            }
+            if first == b'%' {
+                len *= 2;
             }
             let mut items = Vec::new();
             let mut pos = n;
@@ -304,6 +311,9 @@ pub fn parse_reply(b: &[u8]) -> Option<(Reply, usize)> {
                 let (r, m) = parse_reply(&b[pos..])?;
                 items.push(r);
                 pos += m;
+            }
+            if first == b'>' {
+                return Some((Reply::Push(items), pos));
             }
             Some((Reply::Array(Some(items)), pos))
         }
