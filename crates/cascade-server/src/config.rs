@@ -33,6 +33,8 @@ pub struct ServerConfig {
     pub timeout_secs: u64,
     /// Most concurrent clients.
     pub maxclients: u64,
+    /// Numbered databases (`SELECT 0` to `databases - 1`), Redis's `databases`.
+    pub databases: usize,
     /// Engine options.
     pub engine: cascadekv::Options,
     /// Heap bytes in use (the binary's counting allocator), for INFO and metrics.
@@ -52,6 +54,7 @@ impl Default for ServerConfig {
             requirepass: None,
             timeout_secs: 0,
             maxclients: 10_000,
+            databases: 16,
             engine: cascadekv::Options::default(),
             heap_bytes: || 0,
         }
@@ -151,7 +154,7 @@ impl RuntimeConfig {
             ("bind", fixed.bind.clone()),
             ("port", fixed.port.to_string()),
             ("dir", fixed.dir.display().to_string()),
-            ("databases", "1".into()),
+            ("databases", fixed.databases.to_string()),
             ("save", String::new()),
             ("appendonly", "yes".into()),
             ("appendfsync", self.appendfsync().into()),

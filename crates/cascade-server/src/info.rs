@@ -402,10 +402,18 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.info("cluster", "cluster_enabled", 0);
 
     let s = "keyspace";
-    let keys = shared.store.key_count();
-    let expires = shared.store.expires_count();
-    if keys > 0 {
-        l.info(s, "db0", format!("keys={keys},expires={expires},avg_ttl=0"));
+    let (mut keys, mut expires) = (0, 0);
+    for db in 0..shared.store.dbs().count() {
+        let (k, e) = (shared.store.key_count(db), shared.store.expires_count(db));
+        if k > 0 {
+            l.info(
+                s,
+                &format!("db{db}"),
+                format!("keys={k},expires={e},avg_ttl=0"),
+            );
+        }
+        keys += k;
+        expires += e;
     }
     l.both(s, "", "cascade_keys", Gauge, "Keys (DBSIZE).", keys);
     l.both(

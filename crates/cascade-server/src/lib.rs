@@ -10,6 +10,7 @@
 //! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
 //!   encoder), `config`, `metrics` (counters), `cursors`, `clients`;
 //! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags);
+//! - `databases` (numbered databases: prefixes, SWAPDB's map, key counts);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
@@ -35,6 +36,7 @@ mod clients;
 mod cmd;
 mod config;
 mod cursors;
+mod databases;
 mod durable;
 mod error;
 mod glob;

@@ -79,7 +79,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     );
     // Counting the keys reads every key's metadata: damage there refuses the start,
     // with what to run next (as `Db::open` does for damage it finds itself).
-    let store = Store::open(db.clone()).map_err(|e| {
+    let store = Store::open(db.clone(), cfg.databases).map_err(|e| {
         ServeError::Store(format!(
             "{e} (reading the keyspace metadata); run `cascade verify --dir {d}` to list \
              every damaged record, then `cascade repair --dir {d}` to salvage the intact data",
@@ -134,7 +134,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     println!(
         "cascade: listening on {local} (store {}, {} keys, opened in {} ms, {} workers, durability {})",
         cfg.dir.display(),
-        shared.store.key_count(),
+        shared.store.total_keys(),
         t0.elapsed().as_millis(),
         threads,
         if cfg.sync { "sync" } else { "buffered" },

@@ -23,6 +23,7 @@
 //! yet reclaimed. They are recounted by one scan at open and changed only by commits
 //! (atomics, any thread).
 
+use std::borrow::Cow;
 use std::collections::btree_map;
 use std::collections::BTreeMap;
 use std::iter::{Peekable, Rev};
@@ -34,6 +35,7 @@ use cascadekv::{Db, DbIter, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::cursors::Cursors;
+use crate::databases::{self, Databases, DB0_END, MAP_KEY};
 use crate::error::{CmdError, CmdResult};
 use crate::keyspace::{
     self, expire_key, meta_key, now_ms, prefix_end, sub_prefix, Meta, Type, NS_EXPIRE, NS_META,
@@ -48,8 +50,8 @@ const STRIPES: usize = 1024;
 pub(crate) struct Store {
     db: Arc<Db>,
     stripes: Box<[Mutex<()>]>,
-    keys: AtomicI64,
-    expires: AtomicI64,
+    /// The numbered databases: where each lives, and its key counts.
+    dbs: Databases,
     /// Keys deleted by the expiry sweeper (INFO `expired_keys`).
     expired_keys: AtomicI64,
     /// WATCH flags and parked clients.
@@ -63,7 +65,7 @@ pub(crate) struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("keys", &self.keys.load(Ordering::Relaxed))
+            .field("dbs", &self.dbs)
             .finish_non_exhaustive()
     }
 }
@@ -72,22 +74,38 @@ impl std::fmt::Debug for Store {
 pub(crate) type Guards<'a> = Vec<MutexGuard<'a, ()>>;
 
 impl Store {
-    /// Wraps `db`, counting its keys (one scan of namespace 1).
-    pub(crate) fn open(db: Arc<Db>) -> CmdResult<Store> {
+    /// Wraps `db` with `databases` numbered databases, counting each one's keys (one
+    /// scan of its namespace 1).
+    pub(crate) fn open(db: Arc<Db>, databases: usize) -> CmdResult<Store> {
+        let map = db.get(MAP_KEY)?;
         let store = Store {
+            dbs: Databases::new(databases, map.as_deref())?,
             db,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            keys: AtomicI64::new(0),
-            expires: AtomicI64::new(0),
             expired_keys: AtomicI64::new(0),
             notify: Notify::default(),
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
             pubsub: PubSub::default(),
         };
+        for p in store.dbs.physical_ids() {
+            let (keys, expires) = store.count_keys(p)?;
+            store.dbs.add(p, keys, expires);
+        }
+        Ok(store)
+    }
+
+    /// Counts physical database `p`'s keys and those with an expiry.
+    fn count_keys(&self, p: u16) -> CmdResult<(i64, i64)> {
         let (mut keys, mut expires) = (0i64, 0i64);
-        let mut it = store.db.iter_bounds(
-            Bound::Included(vec![NS_META]),
-            Bound::Excluded(vec![NS_META + 1]),
+        let pre = databases::prefix(p);
+        let bound = |ns: u8| {
+            let mut k = pre.clone();
+            k.push(ns);
+            k
+        };
+        let mut it = self.db.iter_bounds(
+            Bound::Included(bound(NS_META)),
+            Bound::Excluded(bound(NS_META + 1)),
         )?;
         while let Some(kv) = it.next() {
             if it.failed() {
@@ -115,10 +133,30 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         }
-        drop(it);
-        store.keys.store(keys, Ordering::Relaxed);
-        store.expires.store(expires, Ordering::Relaxed);
-        Ok(store)
+        Ok((keys, expires))
+    }
+
+    /// The numbered databases.
+    pub(crate) fn dbs(&self) -> &Databases {
+        &self.dbs
+    }
+
+    /// SWAPDB: logical databases `a` and `b` trade contents, durably (the map is one
+    /// engine entry). The caller holds every stripe lock.
+    pub(crate) fn swap_dbs(&self, a: usize, b: usize) -> CmdResult<()> {
+        self.dbs.swap(a, b);
+        crate::durable::note_write();
+        if let Err(e) = self.db.put(MAP_KEY, &self.dbs.encode()) {
+            self.dbs.swap(a, b);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// A key as the WATCH and blocking registries know it: qualified by its
+    /// physical database.
+    pub(crate) fn qualify(&self, db: usize, key: &[u8]) -> Vec<u8> {
+        qualified(self.dbs.physical(db).unwrap_or(0), key)
     }
 
     /// Subscriptions and keyspace notifications.
@@ -141,14 +179,19 @@ impl Store {
         &self.cursors
     }
 
-    /// Keys (DBSIZE).
-    pub(crate) fn key_count(&self) -> i64 {
-        self.keys.load(Ordering::Relaxed).max(0)
+    /// Keys in every database.
+    pub(crate) fn total_keys(&self) -> i64 {
+        self.dbs.physical_ids().map(|p| self.dbs.keys(p)).sum()
     }
 
-    /// Keys with an expiry.
-    pub(crate) fn expires_count(&self) -> i64 {
-        self.expires.load(Ordering::Relaxed).max(0)
+    /// Keys in logical database `db` (DBSIZE).
+    pub(crate) fn key_count(&self, db: usize) -> i64 {
+        self.dbs.physical(db).map_or(0, |p| self.dbs.keys(p))
+    }
+
+    /// Keys with an expiry in logical database `db`.
+    pub(crate) fn expires_count(&self, db: usize) -> i64 {
+        self.dbs.physical(db).map_or(0, |p| self.dbs.expires(p))
     }
 
     /// Keys deleted by the expiry sweeper since start.
@@ -183,23 +226,36 @@ impl Store {
             flushed,
             touched,
             events,
+            phys,
+            foreign,
             ..
         } = tx;
-        if flushed || !writes.is_empty() {
+        if flushed.is_some() || !writes.is_empty() {
             // Counted before any of it is visible (the reply barrier, durable.rs).
             crate::durable::note_write();
         }
-        if flushed {
-            let watched = self.notify.watched_keys();
-            let live: Vec<Vec<u8>> = {
-                let probe = Tx::new(self);
-                watched
-                    .into_iter()
-                    .filter(|k| probe.meta(k).ok().flatten().is_some())
-                    .collect()
+        if let Some(all) = flushed {
+            let targets: Vec<u16> = if all {
+                self.dbs.physical_ids().collect()
+            } else {
+                vec![phys]
             };
-            self.flush_all()?;
-            self.notify.touched(&live);
+            for p in targets {
+                let watched = self.notify.watched_keys();
+                let live: Vec<Vec<u8>> = {
+                    let probe = Tx::on_physical(self, p);
+                    let q = qualified(p, b"");
+                    watched
+                        .into_iter()
+                        .filter(|k| {
+                            k.strip_prefix(q.as_slice())
+                                .is_some_and(|u| probe.meta(u).ok().flatten().is_some())
+                        })
+                        .collect()
+                };
+                self.flush_db(p)?;
+                self.notify.touched(&live);
+            }
         }
         if writes.len() == 1 {
             if let Some((k, v)) = writes.into_iter().next() {
@@ -218,13 +274,16 @@ impl Store {
             }
             self.db.write(&batch)?;
         }
-        self.keys.fetch_add(dkeys, Ordering::Relaxed);
-        self.expires.fetch_add(dexpires, Ordering::Relaxed);
+        self.dbs.add(phys, dkeys, dexpires);
+        for (p, k, e) in foreign {
+            self.dbs.add(p, k, e);
+        }
         self.notify.touched(&touched);
         // Keyspace notifications, once the change is visible (as Redis publishes them
         // after the command's effect).
-        for (class, event, key) in events {
-            self.pubsub.notify(class, event, &key, 0);
+        for (class, event, key, db) in events {
+            self.pubsub
+                .notify(class, event, &key, u32::try_from(db).unwrap_or(0));
         }
         Ok(())
     }
@@ -232,16 +291,32 @@ impl Store {
     /// Deletes up to `max` keys whose expiry has passed (the active expiry sweeper).
     /// Returns how many it deleted.
     pub(crate) fn sweep_expired(&self, max: usize) -> CmdResult<usize> {
+        let mut n = 0usize;
+        for p in self.dbs.physical_ids() {
+            n += self.sweep_db(p, max)?;
+        }
+        self.expired_keys
+            .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// [`Store::sweep_expired`] of physical database `p`.
+    fn sweep_db(&self, p: u16, max: usize) -> CmdResult<usize> {
         let now = now_ms();
-        let hi = expire_key(now.saturating_add(1), b"");
-        let due = self.db.scan(Some(&[NS_EXPIRE]), Some(&hi), max)?;
+        let probe = Tx::on_physical(self, p);
+        let due = probe.scan_first(
+            &[NS_EXPIRE],
+            Some(&expire_key(now.saturating_add(1), b"")),
+            max,
+        )?;
+        drop(probe);
         let mut n = 0usize;
         for (qk, _) in due {
             let Some((at, key)) = keyspace::parse_expire_key(&qk) else {
                 continue;
             };
             let _g = self.lock_many([key]);
-            let mut tx = Tx::new(self);
+            let mut tx = Tx::on_physical(self, p);
             match tx.raw_meta(key)? {
                 Some(m) if m.expire_at == Some(at) && m.expired(now) => {
                     tx.purge(key, &m)?;
@@ -253,15 +328,14 @@ impl Store {
             }
             self.commit(tx)?;
         }
-        self.expired_keys
-            .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Ordering::Relaxed);
         Ok(n)
     }
 
-    /// Deletes every key. The caller holds every stripe lock.
-    fn flush_all(&self) -> CmdResult<()> {
+    /// Deletes every key of physical database `p`. The caller holds every stripe lock.
+    fn flush_db(&self, p: u16) -> CmdResult<()> {
+        let (lo, hi) = db_bounds(&databases::prefix(p));
         loop {
-            let chunk = self.db.scan(None, None, 4096)?;
+            let chunk = self.db.scan(Some(&lo), hi.as_deref(), 4096)?;
             if chunk.is_empty() {
                 break;
             }
@@ -271,9 +345,26 @@ impl Store {
             }
             self.db.write(&b)?;
         }
-        self.keys.store(0, Ordering::Relaxed);
-        self.expires.store(0, Ordering::Relaxed);
+        self.dbs.clear(p);
         Ok(())
+    }
+}
+
+/// A key qualified by its physical database (WATCH and blocking registries).
+fn qualified(p: u16, key: &[u8]) -> Vec<u8> {
+    let mut q = Vec::with_capacity(2 + key.len());
+    q.extend_from_slice(&p.to_be_bytes());
+    q.extend_from_slice(key);
+    q
+}
+
+/// The engine range `[lo, hi)` of a database with prefix `pre` (`hi` `None`: to the
+/// end). Database 0 is namespaces 0x01 up to [`DB0_END`].
+fn db_bounds(pre: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
+    if pre.is_empty() {
+        (vec![NS_META], Some(vec![DB0_END]))
+    } else {
+        (pre.to_vec(), prefix_end(pre))
     }
 }
 
@@ -300,14 +391,22 @@ pub(crate) struct Tx<'s> {
     dexpires: i64,
     /// The time this command sees (Unix ms).
     now: u64,
-    /// FLUSHDB ran: the engine's contents are gone for this transaction's reads, and
-    /// are deleted at commit before its writes are applied.
-    flushed: bool,
+    /// FLUSHDB (`Some(false)`) or FLUSHALL (`Some(true)`) ran: the engine's contents
+    /// are gone for this transaction's reads, and are deleted at commit before its
+    /// writes are applied.
+    flushed: Option<bool>,
+    /// The logical database (`SELECT`) this transaction reads and writes.
+    db: usize,
+    /// Its physical database, and that database's engine-key prefix.
+    phys: u16,
+    pre: Vec<u8>,
+    /// Key-count changes of other physical databases (MOVE).
+    foreign: Vec<(u16, i64, i64)>,
     /// User keys changed (recorded while anyone watches or waits).
     touched: Vec<Vec<u8>>,
     /// Keyspace notifications to publish after the commit: class, event, key (recorded
     /// only for enabled classes).
-    events: Vec<(u32, &'static str, Vec<u8>)>,
+    events: Vec<(u32, &'static str, Vec<u8>, usize)>,
     /// User keys changed: by a metadata write (`Some(removed)`) or an element write
     /// (`None`); recorded while notifications are on.
     changes: Vec<(Vec<u8>, Option<bool>)>,
@@ -319,15 +418,28 @@ pub(crate) struct Tx<'s> {
 }
 
 impl<'s> Tx<'s> {
-    /// An empty transaction over `store`.
-    pub(crate) fn new(store: &'s Store) -> Tx<'s> {
+    /// An empty transaction over logical database `db` (out of range: database 0;
+    /// SELECT checks the range).
+    pub(crate) fn in_db(store: &'s Store, db: usize) -> Tx<'s> {
+        let phys = store.dbs.physical(db).unwrap_or(0);
+        let mut tx = Self::on_physical(store, phys);
+        tx.db = db;
+        tx
+    }
+
+    /// An empty transaction over physical database `phys` (the expiry sweeper).
+    pub(crate) fn on_physical(store: &'s Store, phys: u16) -> Tx<'s> {
         Tx {
+            db: store.dbs.logical(phys),
+            phys,
+            pre: databases::prefix(phys),
+            foreign: Vec::new(),
             store,
             writes: BTreeMap::new(),
             dkeys: 0,
             dexpires: 0,
             now: now_ms(),
-            flushed: false,
+            flushed: None,
             touched: Vec::new(),
             events: Vec::new(),
             changes: Vec::new(),
@@ -382,25 +494,116 @@ impl<'s> Tx<'s> {
     /// FLUSHDB: every key goes, atomically with the rest of this transaction.
     pub(crate) fn flush(&mut self) {
         self.writes.clear();
-        self.flushed = true;
+        self.flushed = Some(false);
         // Counts restart from zero at the commit's flush.
         self.dkeys = 0;
         self.dexpires = 0;
     }
 
+    /// FLUSHALL: every key of every database goes, atomically with the rest of this
+    /// transaction.
+    pub(crate) fn flush_all(&mut self) {
+        self.flush();
+        self.flushed = Some(true);
+    }
+
+    /// The logical database this transaction works on.
+    pub(crate) fn db(&self) -> usize {
+        self.db
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &'s Store {
+        self.store
+    }
+
+    /// Moves this transaction to logical database `db` (SELECT inside MULTI): what
+    /// it wrote so far stays pending, counted against its own database.
+    pub(crate) fn switch_db(&mut self, db: usize) {
+        if db == self.db {
+            return;
+        }
+        self.foreign.push((self.phys, self.dkeys, self.dexpires));
+        self.dkeys = 0;
+        self.dexpires = 0;
+        self.phys = self.store.dbs.physical(db).unwrap_or(0);
+        self.pre = databases::prefix(self.phys);
+        self.db = db;
+    }
+
+    /// Writes entry `k` of physical database `p` (MOVE writes the key into another
+    /// database in the same batch).
+    pub(crate) fn put_in(&mut self, p: u16, k: &[u8], v: Vec<u8>) {
+        let mut pk = databases::prefix(p);
+        pk.extend_from_slice(k);
+        self.writes.insert(pk, Some(v));
+    }
+
+    /// Reads entry `k` of physical database `p`, pending writes first.
+    pub(crate) fn get_in(&self, p: u16, k: &[u8]) -> CmdResult<Option<Vec<u8>>> {
+        let mut pk = databases::prefix(p);
+        pk.extend_from_slice(k);
+        match self.writes.get(&pk) {
+            Some(v) => Ok(v.clone()),
+            None if self.flushed == Some(true) => Ok(None),
+            None => Ok(self.store.db.get(&pk)?),
+        }
+    }
+
+    /// Changes the key counts of physical database `p` at commit (MOVE).
+    pub(crate) fn count_in(&mut self, p: u16, keys: i64, expires: i64) {
+        self.foreign.push((p, keys, expires));
+    }
+
+    /// `k` as an engine key of this transaction's database.
+    fn pk<'k>(&self, k: &'k [u8]) -> Cow<'k, [u8]> {
+        if self.pre.is_empty() {
+            Cow::Borrowed(k)
+        } else {
+            let mut v = Vec::with_capacity(self.pre.len() + k.len());
+            v.extend_from_slice(&self.pre);
+            v.extend_from_slice(k);
+            Cow::Owned(v)
+        }
+    }
+
+    /// [`Tx::pk`] of an owned key.
+    fn pk_owned(&self, mut k: Vec<u8>) -> Vec<u8> {
+        if !self.pre.is_empty() {
+            k.splice(0..0, self.pre.iter().copied());
+        }
+        k
+    }
+
+    /// A range bound in engine keys; an unbounded end stops at the database's range.
+    fn pbound(&self, b: Bound<Vec<u8>>, lower: bool) -> Bound<Vec<u8>> {
+        match b {
+            Bound::Included(k) => Bound::Included(self.pk_owned(k)),
+            Bound::Excluded(k) => Bound::Excluded(self.pk_owned(k)),
+            Bound::Unbounded => {
+                let (lo, hi) = db_bounds(&self.pre);
+                if lower {
+                    Bound::Included(lo)
+                } else {
+                    hi.map_or(Bound::Unbounded, Bound::Excluded)
+                }
+            }
+        }
+    }
+
     /// Keys as this transaction sees them (DBSIZE).
     pub(crate) fn key_count(&self) -> i64 {
-        let base = if self.flushed {
+        let base = if self.flushed.is_some() {
             0
         } else {
-            self.store.key_count()
+            self.store.dbs.keys(self.phys)
         };
         (base + self.dkeys).max(0)
     }
 
     fn touch(&mut self, key: &[u8], removed: bool) {
         if self.store.notify.active() {
-            self.touched.push(key.to_vec());
+            self.touched.push(qualified(self.phys, key));
         }
         if self.store.pubsub.events.publishing() {
             self.changes.push((key.to_vec(), Some(removed)));
@@ -430,31 +633,35 @@ impl<'s> Tx<'s> {
 
     /// Reads an engine entry, pending writes first.
     pub(crate) fn get(&self, k: &[u8]) -> CmdResult<Option<Vec<u8>>> {
-        match self.writes.get(k) {
+        let k = self.pk(k);
+        match self.writes.get(k.as_ref()) {
             Some(v) => Ok(v.clone()),
-            None if self.flushed => Ok(None),
-            None => Ok(self.store.db.get(k)?),
+            None if self.flushed.is_some() => Ok(None),
+            None => Ok(self.store.db.get(&k)?),
         }
     }
 
     /// True if the entry exists.
     pub(crate) fn contains(&self, k: &[u8]) -> CmdResult<bool> {
-        match self.writes.get(k) {
+        let k = self.pk(k);
+        match self.writes.get(k.as_ref()) {
             Some(v) => Ok(v.is_some()),
-            None if self.flushed => Ok(false),
-            None => Ok(self.store.db.get(k)?.is_some()),
+            None if self.flushed.is_some() => Ok(false),
+            None => Ok(self.store.db.get(&k)?.is_some()),
         }
     }
 
     /// Writes an engine entry.
     pub(crate) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
         self.touch_element(&k);
+        let k = self.pk_owned(k);
         self.writes.insert(k, Some(v));
     }
 
     /// Deletes an engine entry.
     pub(crate) fn delete(&mut self, k: Vec<u8>) {
         self.touch_element(&k);
+        let k = self.pk_owned(k);
         self.writes.insert(k, None);
     }
 
@@ -470,8 +677,11 @@ impl<'s> Tx<'s> {
         let Some(key) = keyspace::owner_of(k) else {
             return;
         };
-        if watch && self.touched.last().is_none_or(|t| t.as_slice() != key) {
-            self.touched.push(key.to_vec());
+        if watch {
+            let q = qualified(self.phys, key);
+            if self.touched.last() != Some(&q) {
+                self.touched.push(q);
+            }
         }
         if events && self.changes.last().is_none_or(|(t, _)| t.as_slice() != key) {
             self.changes.push((key.to_vec(), None));
@@ -481,10 +691,13 @@ impl<'s> Tx<'s> {
     /// Entries in `[lo, hi]` (per the bounds) in key order, pending writes merged in.
     pub(crate) fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> CmdResult<TxIter<'_>> {
         let (db, over) = self.range_parts(lo, hi)?;
-        Ok(Merged {
-            db: db.map(Iterator::peekable),
-            over: over.map(Iterator::peekable),
-            rev: false,
+        Ok(Strip {
+            inner: Merged {
+                db: db.map(Iterator::peekable),
+                over: over.map(Iterator::peekable),
+                rev: false,
+            },
+            n: self.pre.len(),
         })
     }
 
@@ -495,10 +708,13 @@ impl<'s> Tx<'s> {
         hi: Bound<Vec<u8>>,
     ) -> CmdResult<TxRevIter<'_>> {
         let (db, over) = self.range_parts(lo, hi)?;
-        Ok(Merged {
-            db: db.map(|d| d.rev().peekable()),
-            over: over.map(|o| o.rev().peekable()),
-            rev: true,
+        Ok(Strip {
+            inner: Merged {
+                db: db.map(|d| d.rev().peekable()),
+                over: over.map(|o| o.rev().peekable()),
+                rev: true,
+            },
+            n: self.pre.len(),
         })
     }
 
@@ -508,13 +724,14 @@ impl<'s> Tx<'s> {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     ) -> CmdResult<(Option<DbIter<'_>>, Option<Pending<'_>>)> {
+        let (lo, hi) = (self.pbound(lo, true), self.pbound(hi, false));
         let empty = match (&lo, &hi) {
             (Bound::Included(a), Bound::Included(b)) => a > b,
             (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
             | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
             _ => false,
         };
-        let db = if self.flushed {
+        let db = if self.flushed.is_some() {
             None
         } else {
             Some(self.store.db.iter_bounds(lo.clone(), hi.clone())?)
@@ -539,16 +756,20 @@ impl<'s> Tx<'s> {
         let hi_b = hi.map_or(Bound::Unbounded, |h| Bound::Excluded(h.to_vec()));
         let pending = self
             .writes
-            .range::<Vec<u8>, _>((Bound::Included(lo.to_vec()), hi_b.clone()))
+            .range::<Vec<u8>, _>((
+                self.pbound(Bound::Included(lo.to_vec()), true),
+                self.pbound(hi_b.clone(), false),
+            ))
             .next()
             .is_some();
-        if self.flushed || pending {
+        if self.flushed.is_some() || pending || !self.pre.is_empty() {
             return self
                 .range(Bound::Included(lo.to_vec()), hi_b)?
                 .take(limit)
                 .collect();
         }
-        Ok(self.store.db.scan(Some(lo), hi, limit)?)
+        let hi = hi.map_or_else(|| vec![DB0_END], <[u8]>::to_vec);
+        Ok(self.store.db.scan(Some(lo), Some(&hi), limit)?)
     }
 
     /// Up to `limit` entries whose key starts with `prefix`.
@@ -633,8 +854,13 @@ impl<'s> Tx<'s> {
     /// Records keyspace notification `event` of `class` for `key`, published after
     /// the commit if that class is enabled (`notify-keyspace-events`).
     pub(crate) fn event(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.event_in(self.db, class, event, key);
+    }
+
+    /// [`Tx::event`] for a key of logical database `db` (MOVE's `move_to`).
+    pub(crate) fn event_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
         if self.store.pubsub.events.on(class) {
-            self.events.push((class, event, key.to_vec()));
+            self.events.push((class, event, key.to_vec(), db));
         }
     }
 
@@ -694,9 +920,31 @@ pub(crate) struct Merged<D: Iterator, P: Iterator> {
 }
 
 /// [`Tx::range`]'s iterator.
-pub(crate) type TxIter<'a> = Merged<DbIter<'a>, Pending<'a>>;
+pub(crate) type TxIter<'a> = Strip<Merged<DbIter<'a>, Pending<'a>>>;
 /// [`Tx::range_rev`]'s iterator.
-pub(crate) type TxRevIter<'a> = Merged<Rev<DbIter<'a>>, Rev<Pending<'a>>>;
+pub(crate) type TxRevIter<'a> = Strip<Merged<Rev<DbIter<'a>>, Rev<Pending<'a>>>>;
+
+/// Strips the database prefix (`n` bytes) from the keys of a merged range.
+pub(crate) struct Strip<I> {
+    inner: I,
+    n: usize,
+}
+
+impl<I: Iterator<Item = CmdResult<(Vec<u8>, Vec<u8>)>>> Iterator for Strip<I> {
+    type Item = CmdResult<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let n = self.n;
+        self.inner.next().map(|r| {
+            r.map(|(mut k, v)| {
+                if n > 0 {
+                    k.drain(..n.min(k.len()));
+                }
+                (k, v)
+            })
+        })
+    }
+}
 
 enum Next {
     Db,

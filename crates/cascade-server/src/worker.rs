@@ -735,7 +735,7 @@ fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
         .keys
         .of(cmd)
         .into_iter()
-        .map(<[u8]>::to_vec)
+        .map(|k| env.shared.store.qualify(c.client.db, k))
         .collect();
     let deadline = (timeout > 0.0)
         .then(|| Instant::now().checked_add(Duration::from_secs_f64(timeout.min(1e9))))

@@ -180,6 +180,10 @@ struct ServeArgs {
     /// Most concurrent clients.
     #[arg(long, default_value_t = 10_000)]
     maxclients: u64,
+    /// Numbered databases (SELECT 0 to N-1), as Redis's `databases`. A store keeps
+    /// the number it was last opened with (SWAPDB's map records it).
+    #[arg(long, default_value_t = 16)]
+    databases: usize,
     /// Fast-tier pool size used when creating the store (e.g. 4G).
     #[arg(long, default_value = "4G", value_parser = parse_size)]
     pool_size: u64,
@@ -253,6 +257,7 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
         requirepass: a.requirepass,
         timeout_secs: a.timeout,
         maxclients: a.maxclients.max(1),
+        databases: a.databases,
         engine: Options {
             pool_size: a.pool_size,
             faststore_capacity: a.faststore_capacity,

@@ -49,7 +49,7 @@ pub(crate) static SPECS: &[Spec] = &[
         A,
         Keys::None,
         "connection",
-        "Selects database 0 (the only one).",
+        "Selects the database of later commands.",
         Ctl(select),
     ),
     spec(
@@ -193,13 +193,9 @@ fn hello(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
 }
 
 fn select(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    match int_arg(c.arg(1))? {
-        0 => {
-            reply::ok(ctx.out);
-            Ok(())
-        }
-        _ => Err(CmdError::err("DB index is out of range")),
-    }
+    ctx.client.db = super::databases::db_index(ctx.shared, c.arg(1))?;
+    reply::ok(ctx.out);
+    Ok(())
 }
 
 fn quit(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
@@ -300,7 +296,9 @@ mod tests {
         );
         k.expect(&["ECHO", "x"], "$1\r\nx\r\n");
         k.ok(&["SELECT", "0"]);
-        k.expect(&["SELECT", "1"], "-ERR DB index is out of range\r\n");
+        k.ok(&["SELECT", "15"]);
+        k.expect(&["SELECT", "16"], "-ERR DB index is out of range\r\n");
+        k.expect(&["SELECT", "-1"], "-ERR DB index is out of range\r\n");
         k.expect(&["CLIENT", "UNBLOCK", "999"], ":0\r\n");
         k.expect(
             &["CLIENT", "UNBLOCK", "x"],

@@ -25,7 +25,7 @@ pub(crate) static SPECS: &[Spec] = &[
     spec("keys", 2, R, Keys::None, "generic", "Returns keys matching a pattern.", Data(keys)),
     spec("scan", -2, R, Keys::None, "generic", "Iterates keys in key order.", Ctl(scan)),
     spec("flushdb", -1, W, Keys::All, "server", "Deletes every key.", Data(flushdb)),
-    spec("flushall", -1, W, Keys::All, "server", "Deletes every key.", Data(flushdb)),
+    spec("flushall", -1, W, Keys::All, "server", "Deletes every key of every database.", Data(flushall)),
     spec(
         "cascade.range",
         -3,
@@ -151,7 +151,7 @@ fn scan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     };
     let prefix = pat.map(glob::literal_prefix).unwrap_or_default();
     let mut found: Vec<Vec<u8>> = Vec::new();
-    let tx = Tx::new(&ctx.shared.store);
+    let tx = Tx::in_db(&ctx.shared.store, ctx.client.db);
     let last = walk(&tx, &prefix, from.as_deref(), count, |k, m| {
         let type_ok = ty.is_none_or(|t| t.eq_ignore_ascii_case(m.ty.name().as_bytes()));
         let pat_ok = pat.is_none_or(|p| glob::matches(p, k, false));
@@ -176,6 +176,12 @@ fn flushdb(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     // The dispatcher holds every stripe lock; the commit deletes everything.
     tx.flush();
     reply::ok(out);
+    Ok(())
+}
+
+fn flushall(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    flushdb(tx, c, out)?;
+    tx.flush_all();
     Ok(())
 }
 

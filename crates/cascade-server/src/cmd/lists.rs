@@ -892,9 +892,11 @@ mod tests {
         let shared = k.shared.clone();
         let notify = shared.store.notify();
         let wake: crate::notify::WakeFn = Arc::new(|| {});
-        let seq = notify.wait(99, &[b"q".to_vec()], &wake);
+        // The registries know keys qualified by their database.
+        let q = shared.store.qualify(0, b"q");
+        let seq = notify.wait(99, &[q.clone()], &wake);
         k.int(&["RPUSH", "q", "x"]); // wakes the parked client
-        assert!(notify.woken_on(&[&b"q"[..]]));
+        assert!(notify.woken_on(&[q.as_slice()]));
         k.expect(&["BLPOP", "q", "0"], "(blocked 0)");
         k.expect(&["BRPOPLPUSH", "q", "d", "0"], "(blocked 0)");
         k.expect(&["BLMPOP", "0", "1", "q", "LEFT"], "(blocked 0)");

@@ -28,6 +28,7 @@ pub(crate) mod args;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod conn;
+pub(crate) mod databases;
 pub(crate) mod dump;
 pub(crate) mod events;
 pub(crate) mod expire;
@@ -96,8 +97,11 @@ pub(crate) struct Client {
     pub(crate) multi: Option<Vec<Command>>,
     /// A command failed to queue: EXEC answers EXECABORT.
     pub(crate) multi_failed: bool,
-    /// Watched keys, each with whether it was live at WATCH time.
+    /// Watched keys, qualified by database (`Store::qualify`), each with whether it
+    /// was live at WATCH time.
     pub(crate) watched: Vec<(Vec<u8>, bool)>,
+    /// The selected database (`SELECT`).
+    pub(crate) db: usize,
     /// Set when a watched key changes (`notify.rs`).
     pub(crate) dirty: Arc<AtomicBool>,
     /// The command now running is a parked blocking command run again.
@@ -135,6 +139,7 @@ impl Client {
             multi: None,
             multi_failed: false,
             watched: Vec::new(),
+            db: 0,
             dirty: Arc::new(AtomicBool::new(false)),
             retrying: false,
             // The worker gives the connection a mailbox that wakes it (`worker.rs`).
@@ -326,6 +331,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(pubsub::SPECS);
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
+    t.extend_from_slice(databases::SPECS);
     t.extend_from_slice(sort::SPECS);
     t.extend_from_slice(dump::SPECS);
     t.extend_from_slice(generic::SPECS);
@@ -457,7 +463,7 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
             f,
             cmd,
             ctx.out,
-            ctx.client.retrying,
+            (ctx.client.db, ctx.client.retrying),
         ),
         Run::Ctl(f) => f(ctx, cmd),
     };
@@ -475,28 +481,37 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     }
 }
 
-/// Runs a data command under its keys' stripe locks and commits its writes (`retry`:
-/// a parked blocking command run again). If the commit fails, the handler's reply is
-/// taken back.
+/// Runs a data command on database `db` under its keys' stripe locks and commits its
+/// writes (`retry`: a parked blocking command run again). If the commit fails, the
+/// handler's reply is taken back.
 pub(crate) fn run_data(
     store: &Store,
     spec: &Spec,
     f: DataFn,
     cmd: &Command,
     out: &mut Out,
-    retry: bool,
+    (db, retry): (usize, bool),
 ) -> CmdResult<()> {
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
         k @ (Keys::Range(..) | Keys::Num { .. }) => store.lock_many(k.of(cmd)),
     };
-    let mut tx = Tx::new(store);
+    let mut tx = Tx::in_db(store, db);
     tx.allow_blocking();
     if retry {
         tx.set_retry();
-    } else if spec.flags.contains(&"blocking") && store.notify().woken_on(&spec.keys.of(cmd)) {
-        tx.set_behind_woken();
+    } else if spec.flags.contains(&"blocking") {
+        let keys: Vec<Vec<u8>> = spec
+            .keys
+            .of(cmd)
+            .into_iter()
+            .map(|k| store.qualify(db, k))
+            .collect();
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        if store.notify().woken_on(&keys) {
+            tx.set_behind_woken();
+        }
     }
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;

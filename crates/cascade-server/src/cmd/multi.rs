@@ -102,14 +102,15 @@ fn watch(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
     let store = &ctx.shared.store;
-    let probe = Tx::new(store);
+    let probe = Tx::in_db(store, ctx.client.db);
     for k in c.args().skip(1) {
-        if ctx.client.watched.iter().any(|(w, _)| w == k) {
+        let q = store.qualify(ctx.client.db, k);
+        if ctx.client.watched.iter().any(|(w, _)| *w == q) {
             continue;
         }
         let live = probe.meta(k)?.is_some();
-        store.notify().watch(ctx.client.id, k, &ctx.client.dirty);
-        ctx.client.watched.push((k.to_vec(), live));
+        store.notify().watch(ctx.client.id, &q, &ctx.client.dirty);
+        ctx.client.watched.push((q, live));
     }
     reply::ok(ctx.out);
     Ok(())
@@ -143,14 +144,24 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
                 keys.extend(s.keys.of(c));
             }
         }
-        keys.extend(ctx.client.watched.iter().map(|(k, _)| k.as_slice()));
+        // A watched key is qualified by its database: its stripe is the user key's.
+        keys.extend(
+            ctx.client
+                .watched
+                .iter()
+                .map(|(k, _)| k.get(2..).unwrap_or_default()),
+        );
         store.lock_many(keys)
     };
     // Under the locks: no watched key can change between this check and the commit.
-    let probe = Tx::new(store);
     let mut dirty = ctx.client.dirty.load(Ordering::Acquire);
-    for (k, was_live) in &ctx.client.watched {
-        if *was_live && probe.meta(k)?.is_none() {
+    for (q, was_live) in &ctx.client.watched {
+        let (p, k) = q.split_at(2.min(q.len()));
+        let phys = u16::from_be_bytes([
+            p.first().copied().unwrap_or(0),
+            p.get(1).copied().unwrap_or(0),
+        ]);
+        if *was_live && Tx::on_physical(store, phys).meta(k)?.is_none() {
             dirty = true;
         }
     }
@@ -166,7 +177,7 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
     }
     let start = ctx.out.buf.len();
     reply::array_header(ctx.out, queue.len());
-    let mut tx = Tx::new(store);
+    let mut tx = Tx::in_db(store, ctx.client.db);
     for (c, s) in queue.iter().zip(specs) {
         let Some(s) = s else {
             reply::error(ctx.out, "ERR unknown command");
@@ -181,6 +192,8 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
             ctx.out.buf.truncate(mark);
             reply::error(ctx.out, &e.to_string());
         }
+        // SELECT inside the transaction: the commands after it use the new database.
+        tx.switch_db(ctx.client.db);
     }
     if let Err(e) = store.commit(tx) {
         ctx.out.buf.truncate(start);

@@ -57,7 +57,7 @@ pub(crate) fn collection(ctx: &mut Ctx<'_>, c: &Command, ty: Type) -> CmdResult<
     };
     let store = &ctx.shared.store;
     let _lock = store.lock_many([key]);
-    let tx = Tx::new(store);
+    let tx = Tx::in_db(store, ctx.client.db);
     let mut items: Vec<Vec<u8>> = Vec::new();
     let mut next = 0;
     if tx.typed(key, ty)?.is_some() {

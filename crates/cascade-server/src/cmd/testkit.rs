@@ -96,7 +96,7 @@ impl Kit {
             ..Options::default()
         };
         let db = Arc::new(Db::open(&dir, opts.clone()).expect("open a test store"));
-        let store = Store::open(db).expect("open the keyspace");
+        let store = Store::open(db, 16).expect("open the keyspace");
         let commands = Commands::default();
         let metrics = Metrics::new(
             commands.names(),
