@@ -200,3 +200,21 @@ print("ok")
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn go_redis_pubsub_and_databases() {
+    let srv = Server::start(&[]);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/goredis");
+    let out = std::process::Command::new("go")
+        .args(["run", ".", &srv.addr()])
+        .current_dir(&dir)
+        .env("GOFLAGS", "-mod=mod")
+        .output()
+        .expect("go (installed by scripts/test.sh's prerequisites)");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
