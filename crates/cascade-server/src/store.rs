@@ -180,7 +180,8 @@ impl Store {
             crate::durable::note_write();
         }
         if flushed {
-            let watched = self.notify.watched_keys();
+            let mut watched = self.notify.watched_keys();
+            watched.extend(self.notify.waited_keys());
             let live: Vec<Vec<u8>> = {
                 let probe = Tx::new(self);
                 watched
@@ -338,6 +339,12 @@ impl<'s> Tx<'s> {
     /// the type it waits for; the first run answers `WRONGTYPE` instead).
     pub(crate) fn skip_on_retry(&self, key: &[u8], ty: Type) -> CmdResult<bool> {
         Ok(self.run == RunKind::Retry && self.meta(key)?.is_some_and(|m| m.ty != ty))
+    }
+
+    /// True when this runs a parked blocking command again (XREADGROUP answers an
+    /// error when its stream is gone).
+    pub(crate) fn retrying(&self) -> bool {
+        self.run == RunKind::Retry
     }
 
     /// Lets blocking commands park the client.

@@ -48,6 +48,7 @@ pub(crate) mod random;
 pub(crate) mod scan;
 pub(crate) mod sets;
 pub(crate) mod sort;
+pub(crate) mod streams;
 pub(crate) mod strings;
 pub(crate) mod strings2;
 pub(crate) mod unsupported;
@@ -99,6 +100,9 @@ pub(crate) struct Client {
     pub(crate) dirty: Arc<AtomicBool>,
     /// The command now running is a parked blocking command run again.
     pub(crate) retrying: bool,
+    /// A blocking command asked to be parked with these arguments instead of its own
+    /// ([`CmdError::BlockAs`]); the worker takes it when it parks the client.
+    pub(crate) park_as: Option<Command>,
 }
 
 impl Client {
@@ -115,6 +119,7 @@ impl Client {
             watched: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
             retrying: false,
+            park_as: None,
         }
     }
 
@@ -163,6 +168,9 @@ pub(crate) enum Keys {
     Range(i32, i32, i32),
     /// Every key (FLUSHDB): all stripes are locked.
     All,
+    /// The first half of the arguments after the `STREAMS` keyword (XREAD,
+    /// XREADGROUP).
+    Streams,
     /// A key count at argument `at`, that many keys after it; with `dest`, argument 1
     /// is a key too (ZUNIONSTORE dest numkeys key ...).
     Num {
@@ -179,7 +187,7 @@ impl Keys {
         match self {
             Keys::Range(a, b, c) => (a, b, c),
             Keys::Num { dest: true, .. } => (1, 1, 1),
-            Keys::None | Keys::All | Keys::Num { .. } => (0, 0, 0),
+            Keys::None | Keys::All | Keys::Num { .. } | Keys::Streams => (0, 0, 0),
         }
     }
 
@@ -197,6 +205,13 @@ impl Keys {
                     keys.push(c.arg(1));
                 }
                 return keys;
+            }
+            Keys::Streams => {
+                let Some(at) = (1..c.len()).find(|&i| is(c.arg(i), "streams")) else {
+                    return Vec::new();
+                };
+                let n = (c.len() - at - 1) / 2;
+                return (at + 1..=at + n).map(|i| c.arg(i)).collect();
             }
             Keys::None | Keys::All => return Vec::new(),
         };
@@ -296,6 +311,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(zsetops::SPECS);
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
+    t.extend_from_slice(streams::SPECS);
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(keys::SPECS);
@@ -428,6 +444,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
             failed: false,
             block: Some(t),
         },
+        Err(CmdError::BlockAs(t, args)) => {
+            ctx.client.park_as = Some(Command::from_args(&args));
+            Ran {
+                idx: Some(i),
+                failed: false,
+                block: Some(t),
+            }
+        }
         Err(e) => {
             reply::error(ctx.out, &e.to_string());
             Ran::done(Some(i), true)
@@ -449,7 +473,7 @@ pub(crate) fn run_data(
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
-        k @ (Keys::Range(..) | Keys::Num { .. }) => store.lock_many(k.of(cmd)),
+        k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams) => store.lock_many(k.of(cmd)),
     };
     let mut tx = Tx::new(store);
     tx.allow_blocking();
