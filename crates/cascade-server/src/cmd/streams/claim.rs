@@ -56,7 +56,10 @@ pub(crate) fn xclaim(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<(
             delivery = Some(int_or(c.arg(j), "Invalid TIME option argument for XCLAIM")?);
         } else if is(a, "retrycount") && more > 0 {
             j += 1;
-            retry = Some(int_or(c.arg(j), "Invalid RETRYCOUNT option argument for XCLAIM")?);
+            retry = Some(int_or(
+                c.arg(j),
+                "Invalid RETRYCOUNT option argument for XCLAIM",
+            )?);
         } else if is(a, "lastid") && more > 0 {
             j += 1;
             last_id = id::strict(c.arg(j))?;

@@ -83,10 +83,15 @@ pub(crate) fn xgroup(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<(
         if sub == "create" && is(c.arg(i), "mkstream") {
             mkstream = true;
             i += 1;
-        } else if (sub == "create" || sub == "setid") && is(c.arg(i), "entriesread") && i + 1 < c.len() {
+        } else if (sub == "create" || sub == "setid")
+            && is(c.arg(i), "entriesread")
+            && i + 1 < c.len()
+        {
             let n = int_arg(c.arg(i + 1))?;
             if n < -1 {
-                return Err(CmdError::err("value for ENTRIESREAD must be positive or -1"));
+                return Err(CmdError::err(
+                    "value for ENTRIESREAD must be positive or -1",
+                ));
             }
             entries_read = u64::try_from(n).ok();
             i += 2;
@@ -119,7 +124,9 @@ pub(crate) fn xgroup(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<(
                 id::strict(c.arg(4))?
             };
             if group.is_some() {
-                return Err(CmdError::Msg("BUSYGROUP Consumer Group name already exists".into()));
+                return Err(CmdError::Msg(
+                    "BUSYGROUP Consumer Group name already exists".into(),
+                ));
             }
             if s.is_none() {
                 layout::save(tx, key, None, &info);

@@ -96,7 +96,12 @@ pub(crate) enum Given {
 
 /// Parses an id. `missing_seq` is the sequence of a bare `ms`; `strict` refuses `-`
 /// and `+`; `auto_seq` accepts `ms-*`.
-pub(crate) fn parse(arg: &[u8], missing_seq: u64, strict: bool, auto_seq: bool) -> CmdResult<Given> {
+pub(crate) fn parse(
+    arg: &[u8],
+    missing_seq: u64,
+    strict: bool,
+    auto_seq: bool,
+) -> CmdResult<Given> {
     if arg.len() > 127 {
         return Err(invalid_id());
     }
@@ -173,7 +178,12 @@ mod tests {
         assert_eq!(range_start(b"-").expect("ok"), StreamId::MIN);
         assert_eq!(range_end(b"+").expect("ok"), StreamId::MAX);
         assert_eq!(range_start(b"(1-5").expect("ok"), StreamId::new(1, 6));
-        assert_eq!(range_end(b"(2").expect("ok"), StreamId::new(1, u64::MAX));
+        // As Redis: a bare `ms` end is `ms-MAX`, so `(2` ends at `2-(MAX-1)`.
+        assert_eq!(
+            range_end(b"(2").expect("ok"),
+            StreamId::new(2, u64::MAX - 1)
+        );
+        assert_eq!(range_end(b"(2-0").expect("ok"), StreamId::new(1, u64::MAX));
         assert!(range_start(b"(-").is_err());
         assert!(range_end(b"(0-0").is_err());
         assert!(range_start(b"(18446744073709551615-18446744073709551615").is_err());

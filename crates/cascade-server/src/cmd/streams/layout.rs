@@ -9,8 +9,9 @@
 //!   entries read (i64 LE, -1 unknown);
 //! - `0x0A len(key) key len(group) group id` → [`Nack`]: delivery time and count
 //!   (u64 LE each) and the owning consumer's name;
-//! - `0x0B len(key) key len(group) group len(consumer) consumer` → seen time (u64
-//!   LE), and `… consumer id` → empty: the consumer's own pending list.
+//! - `0x0B len(key) key len(group) group esc(consumer) 00 00` → seen time (u64 LE),
+//!   and `… 00 00 id` → empty: the consumer's own pending list. `esc` writes a 0x00
+//!   byte as `00 FF`, so consumers sort by name and `00 00` ends the name.
 //!
 //! Invariants: [`Info::length`] is the number of `0x08` entries; every id in `0x08`
 //! is ≤ `last`; a `0x0A` entry exists iff its `0x0B … consumer id` twin does, and its
@@ -123,10 +124,17 @@ pub(crate) fn entry_key(key: &[u8], id: StreamId) -> Vec<u8> {
 }
 
 /// Encodes an entry value.
-pub(crate) fn encode_entry<'a>(ordinal: u64, fields: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub(crate) fn encode_entry<'a>(
+    ordinal: u64,
+    fields: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Vec<u8> {
     let mut v = Vec::with_capacity(16);
     v.extend_from_slice(&ordinal.to_le_bytes());
-    v.extend_from_slice(&u32::try_from(fields.len() / 2).unwrap_or(u32::MAX).to_le_bytes());
+    v.extend_from_slice(
+        &u32::try_from(fields.len() / 2)
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
     for f in fields {
         v.extend_from_slice(&u32::try_from(f.len()).unwrap_or(u32::MAX).to_le_bytes());
         v.extend_from_slice(f);
@@ -220,7 +228,9 @@ pub(crate) struct Group {
 impl Group {
     fn encode(&self) -> Vec<u8> {
         let mut v = self.last.to_bytes().to_vec();
-        let er = self.entries_read.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let er = self
+            .entries_read
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         v.extend_from_slice(&er.to_le_bytes());
         v
     }
@@ -306,13 +316,45 @@ fn pel_key(key: &[u8], group: &[u8], id: StreamId) -> Vec<u8> {
 
 fn consumer_key(key: &[u8], group: &[u8], consumer: &[u8]) -> Vec<u8> {
     let mut k = group_part(NS_SCONSUMER, key, group);
-    k.extend_from_slice(&u32::try_from(consumer.len()).unwrap_or(u32::MAX).to_be_bytes());
-    k.extend_from_slice(consumer);
+    // Escaped (0x00 → 0x00 0xFF) and ended by 0x00 0x00: consumers sort by name, as
+    // Redis lists them, and a name is never a prefix of another's keys.
+    for &b in consumer {
+        k.push(b);
+        if b == 0 {
+            k.push(0xff);
+        }
+    }
+    k.extend_from_slice(&[0, 0]);
     k
 }
 
+/// Splits `escaped name, 0x00 0x00, rest` into (name, rest).
+fn split_consumer(b: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut name = Vec::with_capacity(b.len());
+    let mut i = 0;
+    loop {
+        match (b.get(i)?, b.get(i + 1)) {
+            (0, Some(0)) => return Some((name, &b[i + 2..])),
+            (0, Some(0xff)) => {
+                name.push(0);
+                i += 2;
+            }
+            (0, _) => return None,
+            (&c, _) => {
+                name.push(c);
+                i += 1;
+            }
+        }
+    }
+}
+
 /// The pending entry `id` of `group`.
-pub(crate) fn get_nack(tx: &Tx<'_>, key: &[u8], group: &[u8], id: StreamId) -> CmdResult<Option<Nack>> {
+pub(crate) fn get_nack(
+    tx: &Tx<'_>,
+    key: &[u8],
+    group: &[u8],
+    id: StreamId,
+) -> CmdResult<Option<Nack>> {
     tx.get(&pel_key(key, group, id))?
         .map(|v| Nack::decode(&v))
         .transpose()
@@ -414,13 +456,10 @@ pub(crate) fn consumers(tx: &Tx<'_>, key: &[u8], group: &[u8]) -> CmdResult<Vec<
     let p = group_part(NS_SCONSUMER, key, group);
     let mut out: Vec<Consumer> = Vec::new();
     for (k, v) in tx.prefix_scan(&p, usize::MAX)? {
-        let rest = &k[p.len()..];
-        let n = rest.get(..4).ok_or_else(corrupt)?;
-        let n = u32::from_be_bytes(n.try_into().map_err(|_| corrupt())?) as usize;
-        let name = rest.get(4..4 + n).ok_or_else(corrupt)?;
-        if rest.len() == 4 + n {
+        let (name, rest) = split_consumer(&k[p.len()..]).ok_or_else(corrupt)?;
+        if rest.is_empty() {
             out.push(Consumer {
-                name: name.to_vec(),
+                name,
                 seen: u64_at(&v, 0),
                 pending: 0,
             });
@@ -433,7 +472,13 @@ pub(crate) fn consumers(tx: &Tx<'_>, key: &[u8], group: &[u8]) -> CmdResult<Vec<
 
 /// Looks the consumer up, creating it if missing, and marks it seen at `now`.
 /// Returns true if it was created.
-pub(crate) fn touch_consumer(tx: &mut Tx<'_>, key: &[u8], group: &[u8], name: &[u8], now: u64) -> CmdResult<bool> {
+pub(crate) fn touch_consumer(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    group: &[u8],
+    name: &[u8],
+    now: u64,
+) -> CmdResult<bool> {
     let k = consumer_key(key, group, name);
     let created = !tx.contains(&k)?;
     tx.put(k, now.to_le_bytes().to_vec());
@@ -446,7 +491,12 @@ pub(crate) fn has_consumer(tx: &Tx<'_>, key: &[u8], group: &[u8], name: &[u8]) -
 }
 
 /// Deletes a consumer and its pending entries; returns how many were pending.
-pub(crate) fn del_consumer(tx: &mut Tx<'_>, key: &[u8], group: &[u8], name: &[u8]) -> CmdResult<u64> {
+pub(crate) fn del_consumer(
+    tx: &mut Tx<'_>,
+    key: &[u8],
+    group: &[u8],
+    name: &[u8],
+) -> CmdResult<u64> {
     let base = consumer_key(key, group, name);
     let ids = consumer_pel(tx, key, group, name, StreamId::MIN, StreamId::MAX, 0)?;
     for id in &ids {
@@ -478,5 +528,33 @@ pub(crate) fn del_group(tx: &mut Tx<'_>, key: &[u8], group: &[u8]) -> CmdResult<
 
 /// Number of pending entries of `group`.
 pub(crate) fn pel_count(tx: &Tx<'_>, key: &[u8], group: &[u8]) -> CmdResult<u64> {
-    Ok(tx.prefix_scan(&group_part(NS_SPEL, key, group), usize::MAX)?.len() as u64)
+    Ok(tx
+        .prefix_scan(&group_part(NS_SPEL, key, group), usize::MAX)?
+        .len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumer_keys_sort_by_name_and_split_back() {
+        let names: [&[u8]; 5] = [b"", b"Alice", b"Bob", b"a\0", b"a\0\0b"];
+        let mut keys: Vec<Vec<u8>> = names.iter().map(|n| consumer_key(b"k", b"g", n)).collect();
+        let p = group_part(NS_SCONSUMER, b"k", b"g").len();
+        for (k, n) in keys.iter().zip(names) {
+            let (name, rest) = split_consumer(&k[p..]).expect("splits");
+            assert_eq!((name.as_slice(), rest), (n, &[][..]));
+        }
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(sorted, keys);
+        // A pending id after a name sorts after the name and before the next one.
+        let mut pel = consumer_key(b"k", b"g", b"Alice");
+        pel.extend_from_slice(&StreamId::new(1, 1).to_bytes());
+        keys.push(pel);
+        keys.sort();
+        assert_eq!(keys[2].len(), keys[1].len() + 16);
+        assert!(split_consumer(&[b'a', 0, 7]).is_none());
+    }
 }

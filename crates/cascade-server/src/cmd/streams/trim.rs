@@ -178,7 +178,8 @@ pub(crate) fn trim(tx: &mut Tx<'_>, key: &[u8], info: &mut Info, t: &Trim) -> Cm
             // The node starting here: entries with the same ordinal block.
             let node = (entry_ordinal(&entries[i].1).saturating_sub(1)) / nm;
             let mut j = i;
-            while j < entries.len() && (entry_ordinal(&entries[j].1).saturating_sub(1)) / nm == node {
+            while j < entries.len() && (entry_ordinal(&entries[j].1).saturating_sub(1)) / nm == node
+            {
                 j += 1;
             }
             let n = (j - i) as u64;

@@ -14,7 +14,9 @@ use crate::store::Tx;
 /// The id a new entry gets, or Redis's error.
 fn next_id(last: StreamId, given: Option<Given>, now: u64) -> CmdResult<StreamId> {
     let smaller = || {
-        CmdError::err("The ID specified in XADD is equal or smaller than the target stream top item")
+        CmdError::err(
+            "The ID specified in XADD is equal or smaller than the target stream top item",
+        )
     };
     match given {
         None => {

@@ -95,7 +95,11 @@ pub(crate) fn xinfo(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()
                 reply::map_header(out, 6);
                 reply::bulk(out, b"name");
                 reply::bulk(out, &name);
-                int_field(out, "consumers", n(layout::consumers(tx, key, &name)?.len() as u64));
+                int_field(
+                    out,
+                    "consumers",
+                    n(layout::consumers(tx, key, &name)?.len() as u64),
+                );
                 int_field(out, "pending", n(layout::pel_count(tx, key, &name)?));
                 id_field(out, "last-delivered-id", g.last);
                 opt_field(out, "entries-read", g.entries_read);
@@ -109,12 +113,17 @@ pub(crate) fn xinfo(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()
 
 /// The node count approximate trimming would see between the first and last entry.
 fn nodes(tx: &Tx<'_>, key: &[u8]) -> CmdResult<u64> {
-    let nm = crate::config::STREAM_NODE_MAX_ENTRIES.load(Ordering::Relaxed).max(1);
+    let nm = crate::config::STREAM_NODE_MAX_ENTRIES
+        .load(Ordering::Relaxed)
+        .max(1);
     let first = layout::range(tx, key, StreamId::MIN, StreamId::MAX, false, 1)?;
     let last = layout::range(tx, key, StreamId::MIN, StreamId::MAX, true, 1)?;
     Ok(match (first.first(), last.first()) {
         (Some((_, a)), Some((_, b))) => {
-            let (a, b) = (entry_ordinal(a).saturating_sub(1) / nm, entry_ordinal(b).saturating_sub(1) / nm);
+            let (a, b) = (
+                entry_ordinal(a).saturating_sub(1) / nm,
+                entry_ordinal(b).saturating_sub(1) / nm,
+            );
             b.saturating_sub(a) + 1
         }
         _ => 0,
@@ -122,7 +131,11 @@ fn nodes(tx: &Tx<'_>, key: &[u8]) -> CmdResult<u64> {
 }
 
 fn stream(tx: &mut Tx<'_>, c: &Command, key: &[u8], s: &Stream, out: &mut Out) -> CmdResult<()> {
-    let syntax = || CmdError::err("unknown subcommand or wrong number of arguments for 'STREAM'. Try XINFO HELP.");
+    let syntax = || {
+        CmdError::err(
+            "unknown subcommand or wrong number of arguments for 'STREAM'. Try XINFO HELP.",
+        )
+    };
     let opts = c.len() - 3;
     let full = opts > 0;
     let mut count: u64 = 10;
@@ -178,7 +191,11 @@ fn stream(tx: &mut Tx<'_>, c: &Command, key: &[u8], s: &Stream, out: &mut Out) -
         opt_field(out, "lag", lag(&info, &g));
         int_field(out, "pel-count", n(pel.len() as u64));
         reply::bulk(out, b"pending");
-        let shown = if limit == 0 { pel.len() } else { pel.len().min(limit) };
+        let shown = if limit == 0 {
+            pel.len()
+        } else {
+            pel.len().min(limit)
+        };
         reply::array_header(out, shown);
         for (id, nack) in pel.iter().take(shown) {
             reply::array_header(out, 4);
@@ -197,7 +214,15 @@ fn stream(tx: &mut Tx<'_>, c: &Command, key: &[u8], s: &Stream, out: &mut Out) -
             int_field(out, "seen-time", n(cons.seen));
             int_field(out, "pel-count", n(cons.pending));
             reply::bulk(out, b"pending");
-            let ids = layout::consumer_pel(tx, key, &name, &cons.name, StreamId::MIN, StreamId::MAX, limit)?;
+            let ids = layout::consumer_pel(
+                tx,
+                key,
+                &name,
+                &cons.name,
+                StreamId::MIN,
+                StreamId::MAX,
+                limit,
+            )?;
             reply::array_header(out, ids.len());
             for id in ids {
                 let nack = layout::get_nack(tx, key, &name, id)?;

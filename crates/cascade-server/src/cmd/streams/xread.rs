@@ -146,7 +146,9 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
         let id_arg = c.arg(at + n + k);
         let s = if retry && tx.skip_on_retry(key, Type::Stream)? {
             if group.is_some() {
-                return Err(CmdError::Msg("UNBLOCKED the stream key no longer exists".into()));
+                return Err(CmdError::Msg(
+                    "UNBLOCKED the stream key no longer exists".into(),
+                ));
             }
             None
         } else {
@@ -155,7 +157,9 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
         let mut g = None;
         if let Some((gname, _)) = group {
             if retry && s.is_none() {
-                return Err(CmdError::Msg("UNBLOCKED the stream key no longer exists".into()));
+                return Err(CmdError::Msg(
+                    "UNBLOCKED the stream key no longer exists".into(),
+                ));
             }
             g = match &s {
                 Some(_) => layout::get_group(tx, key, gname)?,
