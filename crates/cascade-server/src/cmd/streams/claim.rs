@@ -17,6 +17,10 @@ fn int_or(arg: &[u8], msg: &str) -> CmdResult<i64> {
 
 /// XCLAIM key group consumer min-idle id [id ...] [IDLE ms] [TIME ms] [RETRYCOUNT n]
 /// [FORCE] [JUSTID] [LASTID id]
+#[expect(
+    clippy::too_many_lines,
+    reason = "Redis's option parsing and claim loop, in its order"
+)]
 pub(crate) fn xclaim(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let (key, gname, cname) = (c.arg(1), c.arg(2), c.arg(3));
     let group = match layout::load(tx, key)? {
@@ -113,7 +117,7 @@ pub(crate) fn xclaim(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<(
             }
         }
         if !consumer_ready {
-            layout::touch_consumer(tx, key, gname, cname, tx.now())?;
+            layout::touch_consumer(tx, key, gname, cname, tx.now());
             consumer_ready = true;
         }
         nack.time = delivery;
@@ -195,7 +199,7 @@ pub(crate) fn xautoclaim(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResu
             continue;
         }
         if !consumer_ready {
-            layout::touch_consumer(tx, key, gname, cname, now)?;
+            layout::touch_consumer(tx, key, gname, cname, now);
             consumer_ready = true;
         }
         let mut new = nack.clone();

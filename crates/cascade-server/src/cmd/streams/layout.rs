@@ -200,7 +200,16 @@ pub(crate) fn range(
     if rev {
         tx.range_rev(lo, hi)?.take(limit).map(decode).collect()
     } else {
-        tx.range(lo, hi)?.take(limit).map(decode).collect()
+        // One short engine scan of at most `limit` entries (XREAD COUNT, XREADGROUP):
+        // the end bound made exclusive by appending a byte.
+        let (Bound::Included(lo), Bound::Included(mut hi)) = (lo, hi) else {
+            return Ok(Vec::new());
+        };
+        hi.push(0);
+        tx.scan_first(&lo, Some(&hi), limit)?
+            .into_iter()
+            .map(|kv| decode(Ok(kv)))
+            .collect()
     }
 }
 
@@ -470,19 +479,9 @@ pub(crate) fn consumers(tx: &Tx<'_>, key: &[u8], group: &[u8]) -> CmdResult<Vec<
     Ok(out)
 }
 
-/// Looks the consumer up, creating it if missing, and marks it seen at `now`.
-/// Returns true if it was created.
-pub(crate) fn touch_consumer(
-    tx: &mut Tx<'_>,
-    key: &[u8],
-    group: &[u8],
-    name: &[u8],
-    now: u64,
-) -> CmdResult<bool> {
-    let k = consumer_key(key, group, name);
-    let created = !tx.contains(&k)?;
-    tx.put(k, now.to_le_bytes().to_vec());
-    Ok(created)
+/// Creates the consumer if missing and marks it seen at `now` (one put, no read).
+pub(crate) fn touch_consumer(tx: &mut Tx<'_>, key: &[u8], group: &[u8], name: &[u8], now: u64) {
+    tx.put(consumer_key(key, group, name), now.to_le_bytes().to_vec());
 }
 
 /// True if the consumer exists.

@@ -10,13 +10,13 @@ use crate::resp::reply::{self, Out};
 use crate::store::Tx;
 
 fn range_cmd(tx: &mut Tx<'_>, c: &Command, out: &mut Out, rev: bool) -> CmdResult<()> {
-    let (s, e) = if rev {
+    let (from, to) = if rev {
         (c.arg(3), c.arg(2))
     } else {
         (c.arg(2), c.arg(3))
     };
-    let start = id::range_start(s)?;
-    let end = id::range_end(e)?;
+    let start = id::range_start(from)?;
+    let end = id::range_end(to)?;
     let mut count: Option<i64> = None;
     let mut i = 4;
     while i < c.len() {

@@ -67,10 +67,10 @@ pub(crate) fn parse_args(c: &Command, xadd: bool) -> CmdResult<AddArgs> {
     let mut i = 2;
     while i < c.len() {
         let more = c.len() - 1 - i;
-        let a = c.arg(i);
-        if xadd && a == b"*" {
+        let opt = c.arg(i);
+        if xadd && opt == b"*" {
             break;
-        } else if (is(a, "maxlen") || is(a, "minid")) && more > 0 {
+        } else if (is(opt, "maxlen") || is(opt, "minid")) && more > 0 {
             if strategy.is_some() {
                 return Err(CmdError::err(BOTH));
             }
@@ -80,29 +80,29 @@ pub(crate) fn parse_args(c: &Command, xadd: bool) -> CmdResult<AddArgs> {
                 approx = next == b"~";
                 i += 1;
             }
-            let v = c.arg(i + 1);
-            strategy = Some(if is(a, "maxlen") {
-                let n = int_arg(v)?;
-                let n = u64::try_from(n)
+            let val = c.arg(i + 1);
+            strategy = Some(if is(opt, "maxlen") {
+                let num = int_arg(val)?;
+                let num = u64::try_from(num)
                     .map_err(|_| CmdError::err("The MAXLEN argument must be >= 0."))?;
-                Strategy::MaxLen(n)
+                Strategy::MaxLen(num)
             } else {
-                Strategy::MinId(id::strict(v)?)
+                Strategy::MinId(id::strict(val)?)
             });
             i += 2;
             continue;
-        } else if is(a, "limit") && more > 0 {
-            let n = int_arg(c.arg(i + 1))?;
-            if n < 0 {
+        } else if is(opt, "limit") && more > 0 {
+            let num = int_arg(c.arg(i + 1))?;
+            if num < 0 {
                 return Err(CmdError::err("The LIMIT argument must be >= 0."));
             }
-            limit = Some(n);
+            limit = Some(num);
             i += 2;
             continue;
-        } else if xadd && is(a, "nomkstream") {
+        } else if xadd && is(opt, "nomkstream") {
             no_mkstream = true;
         } else if xadd {
-            id = Some(id::parse(a, 0, true, true)?);
+            id = Some(id::parse(opt, 0, true, true)?);
             break;
         } else {
             return Err(CmdError::Syntax);
@@ -111,12 +111,12 @@ pub(crate) fn parse_args(c: &Command, xadd: bool) -> CmdResult<AddArgs> {
     }
     if limit.is_some_and(|l| l > 0) && strategy.is_none() {
         return Err(CmdError::err(
-            "syntax error, LIMIT cannot be used without specifying a trimming strategy",
+            "syntax error, LIMIT cannot be used without specifying opt trimming strategy",
         ));
     }
     if !xadd && strategy.is_none() {
         return Err(CmdError::err(
-            "syntax error, XTRIM must be called with a trimming strategy",
+            "syntax error, XTRIM must be called with opt trimming strategy",
         ));
     }
     let limit = match limit {
@@ -145,57 +145,58 @@ pub(crate) fn parse_args(c: &Command, xadd: bool) -> CmdResult<AddArgs> {
 }
 
 /// Trims the stream `key` (header `info`, updated in place). Returns entries removed.
-pub(crate) fn trim(tx: &mut Tx<'_>, key: &[u8], info: &mut Info, t: &Trim) -> CmdResult<u64> {
+pub(crate) fn trim(tx: &mut Tx<'_>, key: &[u8], info: &mut Info, req: &Trim) -> CmdResult<u64> {
     if info.length == 0 {
         return Ok(0);
     }
     let nm = node_max().max(1);
     // How far to look: every candidate entry, plus one node to see where it ends.
-    let (hi, want) = match t.strategy {
-        Strategy::MaxLen(n) if info.length <= n => return Ok(0),
-        Strategy::MaxLen(n) => (StreamId::MAX, info.length - n),
+    let (hi, want) = match req.strategy {
+        Strategy::MaxLen(len) if info.length <= len => return Ok(0),
+        Strategy::MaxLen(len) => (StreamId::MAX, info.length - len),
         Strategy::MinId(m) if m.is_zero() => return Ok(0),
-        Strategy::MinId(_) if t.approx => (StreamId::MAX, info.length),
+        Strategy::MinId(_) if req.approx => (StreamId::MAX, info.length),
         Strategy::MinId(m) => (m.decr().unwrap_or(StreamId::MIN), info.length),
     };
     let mut look = want;
-    if t.limit > 0 {
-        look = look.min(t.limit);
+    if req.limit > 0 {
+        look = look.min(req.limit);
     }
-    if t.approx {
+    if req.approx {
         look = look.saturating_add(nm);
     }
     let look = usize::try_from(look).unwrap_or(usize::MAX);
     let entries = layout::range(tx, key, StreamId::MIN, hi, false, look)?;
-    let keep = |id: StreamId, left: u64| match t.strategy {
-        Strategy::MaxLen(n) => left <= n,
+    let keep = |id: StreamId, left: u64| match req.strategy {
+        Strategy::MaxLen(len) => left <= len,
         Strategy::MinId(m) => id >= m,
     };
     let mut removed = 0u64;
     let mut i = 0;
     while i < entries.len() {
-        if t.approx {
+        if req.approx {
             // The node starting here: entries with the same ordinal block.
             let node = (entry_ordinal(&entries[i].1).saturating_sub(1)) / nm;
-            let mut j = i;
-            while j < entries.len() && (entry_ordinal(&entries[j].1).saturating_sub(1)) / nm == node
+            let mut end = i;
+            while end < entries.len()
+                && (entry_ordinal(&entries[end].1).saturating_sub(1)) / nm == node
             {
-                j += 1;
+                end += 1;
             }
-            let n = (j - i) as u64;
+            let len = (end - i) as u64;
             let left = info.length - removed;
-            let stop = match t.strategy {
-                Strategy::MaxLen(max) => left - n < max,
-                Strategy::MinId(m) => entries[j - 1].0 >= m,
+            let stop = match req.strategy {
+                Strategy::MaxLen(max) => left - len < max,
+                Strategy::MinId(m) => entries[end - 1].0 >= m,
             };
-            if stop || (t.limit > 0 && removed + n > t.limit) {
+            if stop || (req.limit > 0 && removed + len > req.limit) {
                 break;
             }
-            for (id, _) in &entries[i..j] {
+            for (id, _) in &entries[i..end] {
                 tx.delete(entry_key(key, *id));
             }
-            removed += n;
-            i = j;
+            removed += len;
+            i = end;
         } else {
             let (id, _) = entries[i];
             if keep(id, info.length - removed) {

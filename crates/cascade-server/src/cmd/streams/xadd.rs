@@ -27,14 +27,13 @@ fn next_id(last: StreamId, given: Option<Given>, now: u64) -> CmdResult<StreamId
             }
         }
         Some(Given::Full(id)) if id > last => Ok(id),
-        Some(Given::Full(_)) => Err(smaller()),
         Some(Given::AutoSeq(ms)) if ms > last.ms => Ok(StreamId::new(ms, 0)),
         Some(Given::AutoSeq(ms)) if ms == last.ms => last
             .seq
             .checked_add(1)
             .map(|seq| StreamId::new(ms, seq))
             .ok_or_else(smaller),
-        Some(Given::AutoSeq(_)) => Err(smaller()),
+        Some(Given::Full(_) | Given::AutoSeq(_)) => Err(smaller()),
     }
 }
 

@@ -9,6 +9,8 @@
 //! answers Redis's `UNBLOCKED` error; one whose group is destroyed answers NOGROUP.
 //! No shared state: the stripe locks of every named key are held.
 
+use std::time::Duration;
+
 use super::id::{self, StreamId};
 use super::layout::{self, Group, Info, Nack};
 use crate::cmd::{int_arg, is};
@@ -84,7 +86,10 @@ fn nogroup(key: &[u8], group: &[u8]) -> CmdError {
     ))
 }
 
-#[allow(clippy::too_many_lines)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over Redis's argument order: options, then each stream"
+)]
 fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<()> {
     let mut block: Option<f64> = None;
     let mut count = 0u64;
@@ -94,23 +99,23 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
     let mut i = 1;
     while i < c.len() {
         let more = c.len() - 1 - i;
-        let a = c.arg(i);
-        if is(a, "block") && more > 0 {
+        let opt = c.arg(i);
+        if is(opt, "block") && more > 0 {
             let ms = super::timeout_ms(c.arg(i + 1))?;
-            block = Some(ms as f64 / 1000.0);
+            block = Some(Duration::from_millis(ms).as_secs_f64());
             i += 1;
-        } else if is(a, "count") && more > 0 {
+        } else if is(opt, "count") && more > 0 {
             count = u64::try_from(int_arg(c.arg(i + 1))?).unwrap_or(0);
             i += 1;
-        } else if is(a, "streams") && more > 0 {
+        } else if is(opt, "streams") && more > 0 {
             at = i + 1;
-            if (c.len() - at) % 2 != 0 {
+            if !(c.len() - at).is_multiple_of(2) {
                 return Err(CmdError::err(
                     "Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
                 ));
             }
             break;
-        } else if is(a, "group") && more >= 2 {
+        } else if is(opt, "group") && more >= 2 {
             if !xgroup {
                 return Err(CmdError::err(
                     "The GROUP option is only supported by XREADGROUP. You called XREAD instead.",
@@ -118,7 +123,7 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
             }
             group = Some((c.arg(i + 1), c.arg(i + 2)));
             i += 2;
-        } else if is(a, "noack") {
+        } else if is(opt, "noack") {
             if !xgroup {
                 return Err(CmdError::err(
                     "The NOACK option is only supported by XREADGROUP. You called XREAD instead.",
@@ -136,14 +141,15 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
     if xgroup && group.is_none() {
         return Err(CmdError::err("Missing GROUP option for XREADGROUP"));
     }
-    let n = (c.len() - at) / 2;
+    let nstreams = (c.len() - at) / 2;
     let retry = tx.retrying();
     // Resolve every stream and id first (errors in argument order, as Redis).
-    let mut plan: Vec<(usize, Option<layout::Stream>, From, Option<Group>)> = Vec::with_capacity(n);
+    let mut plan: Vec<(usize, Option<layout::Stream>, From, Option<Group>)> =
+        Vec::with_capacity(nstreams);
     let mut rewrite: Option<Vec<Vec<u8>>> = None;
-    for k in 0..n {
-        let key = c.arg(at + k);
-        let id_arg = c.arg(at + n + k);
+    for idx in 0..nstreams {
+        let key = c.arg(at + idx);
+        let id_arg = c.arg(at + nstreams + idx);
         let s = if retry && tx.skip_on_retry(key, Type::Stream)? {
             if group.is_some() {
                 return Err(CmdError::Msg(
@@ -154,30 +160,30 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
         } else {
             layout::load(tx, key)?
         };
-        let mut g = None;
+        let mut grp = None;
         if let Some((gname, _)) = group {
             if retry && s.is_none() {
                 return Err(CmdError::Msg(
                     "UNBLOCKED the stream key no longer exists".into(),
                 ));
             }
-            g = match &s {
+            grp = match &s {
                 Some(_) => layout::get_group(tx, key, gname)?,
                 None => None,
             };
-            if g.is_none() {
+            if grp.is_none() {
                 return Err(nogroup(key, gname));
             }
         }
         let from = if id_arg == b"$" {
             if xgroup {
                 return Err(CmdError::err(
-                    "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
+                    "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying opt proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
                 ));
             }
             let last = s.as_ref().map_or(StreamId::MIN, |s| s.info.last);
             let args = rewrite.get_or_insert_with(|| c.to_vecs());
-            args[at + n + k] = last.fmt().into_bytes();
+            args[at + nstreams + idx] = last.fmt().into_bytes();
             From::After(last)
         } else if id_arg == b">" {
             if !xgroup {
@@ -189,7 +195,7 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
         } else {
             From::After(id::strict(id_arg)?)
         };
-        plan.push((at + k, s, from, g));
+        plan.push((at + idx, s, from, grp));
     }
     if block.is_some() && tx.must_queue() {
         return park(tx, block.unwrap_or(0.0), rewrite, out);
@@ -204,10 +210,10 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
     };
     let mut served = 0usize;
     let now = tx.now();
-    for (ki, s, from, g) in plan {
+    for (ki, s, from, grp) in plan {
         let Some(s) = s else { continue };
         let key = c.arg(ki);
-        match (group, g) {
+        match (group, grp) {
             (None, _) => {
                 let From::After(gt) = from else { continue };
                 let Some(start) = gt.incr() else { continue };
@@ -221,35 +227,37 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
                     layout::reply_entry(&mut body, *id, v)?;
                 }
             }
-            (Some((gname, cname)), Some(mut g)) => match from {
+            (Some((gname, cname)), Some(mut grp)) => match from {
                 From::After(gt) => {
-                    layout::touch_consumer(tx, key, gname, cname, now)?;
+                    layout::touch_consumer(tx, key, gname, cname, now);
                     open_stream(&mut body, key);
                     history(tx, key, gname, cname, gt, count, now, &mut body)?;
                 }
                 From::New => {
-                    let Some(start) = g.last.incr() else { continue };
+                    let Some(start) = grp.last.incr() else {
+                        continue;
+                    };
                     let entries = layout::range(tx, key, start, StreamId::MAX, false, count)?;
                     if entries.is_empty() {
                         continue;
                     }
-                    layout::touch_consumer(tx, key, gname, cname, now)?;
+                    layout::touch_consumer(tx, key, gname, cname, now);
                     open_stream(&mut body, key);
                     reply::array_header(&mut body, entries.len());
                     for (id, v) in &entries {
-                        deliver(&s.info, &mut g, *id);
+                        deliver(&s.info, &mut grp, *id);
                         layout::reply_entry(&mut body, *id, v)?;
                         if !noack {
                             let old = layout::get_nack(tx, key, gname, *id)?;
-                            let nack = Nack {
+                            let pending = Nack {
                                 time: now,
                                 count: 1,
                                 consumer: cname.to_vec(),
                             };
-                            layout::put_nack(tx, key, gname, *id, &nack, old.as_ref());
+                            layout::put_nack(tx, key, gname, *id, &pending, old.as_ref());
                         }
                     }
-                    layout::put_group(tx, key, gname, &g);
+                    layout::put_group(tx, key, gname, &grp);
                 }
             },
             (Some(_), None) => continue,
@@ -265,13 +273,11 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
         out.buf.extend_from_slice(&body.buf);
         return Ok(());
     }
-    match block {
-        Some(t) => park(tx, t, rewrite, out),
-        None => {
-            reply::nil_array(out);
-            Ok(())
-        }
+    if let Some(secs) = block {
+        return park(tx, secs, rewrite, out);
     }
+    reply::nil_array(out);
+    Ok(())
 }
 
 /// Parks the client (with `$` rewritten when there was one).
@@ -304,7 +310,7 @@ fn deliver(s: &Info, g: &mut Group, id: StreamId) {
 }
 
 /// A consumer's own pending entries after `gt`: deleted ones as `[id, nil]`.
-#[allow(clippy::too_many_arguments)]
+#[expect(clippy::too_many_arguments, reason = "the read's whole context")]
 fn history(
     tx: &mut Tx<'_>,
     key: &[u8],
@@ -322,21 +328,18 @@ fn history(
     let ids = layout::consumer_pel(tx, key, gname, cname, start, StreamId::MAX, count)?;
     reply::array_header(body, ids.len());
     for id in ids {
-        match layout::get_entry(tx, key, id)? {
-            Some(v) => {
-                layout::reply_entry(body, id, &v)?;
-                if let Some(mut nack) = layout::get_nack(tx, key, gname, id)? {
-                    let old = nack.clone();
-                    nack.time = now;
-                    nack.count += 1;
-                    layout::put_nack(tx, key, gname, id, &nack, Some(&old));
-                }
-            }
-            None => {
-                reply::array_header(body, 2);
-                reply::bulk(body, id.fmt().as_bytes());
-                reply::nil_array(body);
-            }
+        let Some(v) = layout::get_entry(tx, key, id)? else {
+            reply::array_header(body, 2);
+            reply::bulk(body, id.fmt().as_bytes());
+            reply::nil_array(body);
+            continue;
+        };
+        layout::reply_entry(body, id, &v)?;
+        if let Some(mut nack) = layout::get_nack(tx, key, gname, id)? {
+            let old = nack.clone();
+            nack.time = now;
+            nack.count += 1;
+            layout::put_nack(tx, key, gname, id, &nack, Some(&old));
         }
     }
     Ok(())
