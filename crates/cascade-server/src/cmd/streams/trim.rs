@@ -111,12 +111,12 @@ pub(crate) fn parse_args(c: &Command, xadd: bool) -> CmdResult<AddArgs> {
     }
     if limit.is_some_and(|l| l > 0) && strategy.is_none() {
         return Err(CmdError::err(
-            "syntax error, LIMIT cannot be used without specifying opt trimming strategy",
+            "syntax error, LIMIT cannot be used without specifying a trimming strategy",
         ));
     }
     if !xadd && strategy.is_none() {
         return Err(CmdError::err(
-            "syntax error, XTRIM must be called with opt trimming strategy",
+            "syntax error, XTRIM must be called with a trimming strategy",
         ));
     }
     let limit = match limit {

@@ -178,7 +178,7 @@ fn read(tx: &mut Tx<'_>, c: &Command, out: &mut Out, xgroup: bool) -> CmdResult<
         let from = if id_arg == b"$" {
             if xgroup {
                 return Err(CmdError::err(
-                    "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying opt proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
+                    "The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.",
                 ));
             }
             let last = s.as_ref().map_or(StreamId::MIN, |s| s.info.last);
