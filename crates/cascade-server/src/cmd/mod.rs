@@ -168,9 +168,12 @@ pub(crate) enum Keys {
     Range(i32, i32, i32),
     /// Every key (FLUSHDB): all stripes are locked.
     All,
-    /// The first half of the arguments after the `STREAMS` keyword (XREAD,
-    /// XREADGROUP).
-    Streams,
+    /// The first half of the arguments after the first `STREAMS` keyword at or
+    /// after argument `from` (XREAD: 1, XREADGROUP: 4, after `GROUP g c`).
+    Streams {
+        /// Where the keyword search starts.
+        from: usize,
+    },
     /// A key count at argument `at`, that many keys after it; with `dest`, argument 1
     /// is a key too (ZUNIONSTORE dest numkeys key ...).
     Num {
@@ -187,7 +190,7 @@ impl Keys {
         match self {
             Keys::Range(a, b, c) => (a, b, c),
             Keys::Num { dest: true, .. } => (1, 1, 1),
-            Keys::None | Keys::All | Keys::Num { .. } | Keys::Streams => (0, 0, 0),
+            Keys::None | Keys::All | Keys::Num { .. } | Keys::Streams { .. } => (0, 0, 0),
         }
     }
 
@@ -206,8 +209,8 @@ impl Keys {
                 }
                 return keys;
             }
-            Keys::Streams => {
-                let Some(at) = (1..c.len()).find(|&i| is(c.arg(i), "streams")) else {
+            Keys::Streams { from } => {
+                let Some(at) = (from..c.len()).find(|&i| is(c.arg(i), "streams")) else {
                     return Vec::new();
                 };
                 let n = (c.len() - at - 1) / 2;
@@ -473,7 +476,9 @@ pub(crate) fn run_data(
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
-        k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams) => store.lock_many(k.of(cmd)),
+        k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams { .. }) => {
+            store.lock_many(k.of(cmd))
+        }
     };
     let mut tx = Tx::new(store);
     tx.allow_blocking();

@@ -694,3 +694,30 @@ fn generic_commands_handle_streams() {
         arr(vec![Value::Int(0), Value::Nil, Value::Nil, Value::Nil])
     );
 }
+
+#[test]
+fn xreadgroup_group_named_streams() {
+    let mut k = Kit::new();
+    k.raw(&["XADD", "s", "1-0", "a", "1"]);
+    k.ok(&["XGROUP", "CREATE", "s", "streams", "0"]);
+    assert_eq!(
+        k.value(&["XREADGROUP", "GROUP", "streams", "c", "STREAMS", "s", ">"]),
+        arr(vec![arr(vec![
+            s("s"),
+            arr(vec![entry("1-0", &["a", "1"])])
+        ])])
+    );
+    let c = crate::resp::parse::Command::from_args(&[
+        "XREADGROUP",
+        "GROUP",
+        "streams",
+        "c",
+        "STREAMS",
+        "s",
+        ">",
+    ]);
+    assert_eq!(
+        crate::cmd::Keys::Streams { from: 4 }.of(&c),
+        vec![&b"s"[..]]
+    );
+}
