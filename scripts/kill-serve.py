@@ -10,11 +10,12 @@ range from a few bytes to 4 KB (inline and separated). With `--slow` the store h
 slow tier under a small fast budget, so flushes, compactions, demotions, slow-tier
 merges and (with `--pin-fraction`) promotions run during the kills.
 
-With `--types` each client also owns hashes, lists, sets, sorted sets and counters
-(HSET/HDEL, RPUSH/LPOP, SADD/SREM, ZADD/ZREM, INCRBY) and pairs of strings it sets
-together in MULTI/EXEC: after a crash each must hold its acknowledged state or that
-state with the in-flight command applied, and both keys of a pair must come from the
-same transaction.
+With `--types` each client also owns hashes, lists, sets, sorted sets, counters and
+streams (HSET/HDEL, RPUSH/LPOP, SADD/SREM, ZADD/ZREM, INCRBY, XADD * MAXLEN = 30/XDEL)
+and pairs of strings it sets together in MULTI/EXEC: after a crash each must hold its
+acknowledged state or that state with the in-flight command applied (a stream: every
+acknowledged XADD id with its entry), and both keys of a pair must come from the same
+transaction.
 
     python3 scripts/kill-serve.py --cycles 200 --slow --pin-fraction 0.7
     python3 scripts/kill-serve.py --cycles 100 --types
@@ -86,7 +87,7 @@ class Writer(threading.Thread):
         """One command on a key of another type; the oracle holds each key's state as
         a canonical Python value (see `read_state`)."""
         r = self.rng
-        kind = r.choice("hlszcm")
+        kind = r.choice("hlszcmx")
         key = f"{kind}:{self.t}:{i % 200}"
         acked, _ = self.oracle.get(key, (EMPTY[kind], ""))
         member = f"m{r.randrange(12)}"
@@ -121,6 +122,16 @@ class Writer(threading.Thread):
                 sc = r.randrange(-1000, 1000)
                 after = tuple(sorted([(m, x) for m, x in acked if m != member] + [(member, sc)]))
                 send = lambda: c.zadd(key, {member: sc})
+        elif kind == "x":
+            if acked and r.random() < 0.2:
+                victim = acked[r.randrange(len(acked))][0]
+                after = tuple(e for e in acked if e[0] != victim)
+                send = lambda: c.xdel(key, victim)
+            else:
+                # The server picks the id: "?" until the reply names it.
+                v = f"{member}-{r.getrandbits(24):x}"
+                after = (acked + (("?", v),))[-30:]
+                send = lambda: c.xadd(key, {"f": v}, maxlen=30, approximate=False)
         elif kind == "c":
             d = r.randrange(-50, 100)
             after = acked + d
@@ -135,12 +146,14 @@ class Writer(threading.Thread):
                 p.set(key + ":b", v)
                 p.execute()
         self.oracle[key] = (acked, after)
-        send()
+        res = send()
+        if kind == "x" and isinstance(res, bytes):
+            after = tuple((res.decode() if i == "?" else i, v) for i, v in after)
         self.oracle[key] = (after, "")
 
 
 # What a never-written key of each kind reads as.
-EMPTY = {"h": (), "l": (), "s": (), "z": (), "c": 0, "m": (None, None)}
+EMPTY = {"h": (), "l": (), "s": (), "z": (), "c": 0, "m": (None, None), "x": ()}
 
 
 def read_state(c, key):
@@ -154,6 +167,8 @@ def read_state(c, key):
         return tuple(sorted(m.decode() for m in c.smembers(key)))
     if kind == "z":
         return tuple(sorted((m.decode(), int(sc)) for m, sc in c.zrange(key, 0, -1, withscores=True)))
+    if kind == "x":
+        return tuple((i.decode(), d[b"f"].decode()) for i, d in c.xrange(key))
     if kind == "c":
         v = c.get(key)
         return 0 if v is None else int(v)
@@ -192,10 +207,19 @@ def pool_used_mb(port):
     return int(info.get("cascade_pool_bytes_used", 0)) >> 20
 
 
+def matches(got, want):
+    """`got == want`, where a stream entry id "?" in `want` (an XADD in flight when
+    the server died: its id was never seen) matches any id."""
+    if not (isinstance(want, tuple) and any(isinstance(e, tuple) and e[:1] == ("?",) for e in want)):
+        return got == want
+    return isinstance(got, tuple) and len(got) == len(want) and all(
+        g[1] == w[1] and (w[0] == "?" or g[0] == w[0]) for g, w in zip(got, want))
+
+
 def check(oracle, key, got):
     """1 if `got` is neither the key's acknowledged state nor its in-flight one."""
     acked, flight = oracle[key]
-    if got == acked or (flight != "" and got == flight):
+    if got == acked or (flight != "" and matches(got, flight)):
         # What the server holds is now the acknowledged state.
         oracle[key] = (got, "")
         return 0
@@ -240,7 +264,7 @@ def main():
     ap.add_argument("--fast-budget", default="6M")
     ap.add_argument("--max-wait", type=float, default=3.0, help="most seconds between kills")
     ap.add_argument("--types", action="store_true",
-                    help="also hashes, lists, sets, sorted sets, counters and MULTI/EXEC pairs")
+                    help="also hashes, lists, sets, sorted sets, counters, streams and MULTI/EXEC pairs")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     args.work = tempfile.mkdtemp(prefix="kill-serve-")

@@ -118,7 +118,13 @@ const INERT: &[(&str, &str)] = &[
     ("activerehashing", "yes"),
     ("hz", "10"),
     ("latency-tracking", "no"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
 ];
+
+/// `stream-node-max-entries`: how many entries approximate (`~`) stream trimming
+/// treats as one node, as Redis's radix-tree nodes (`cmd/streams/trim.rs`). Any thread.
+pub(crate) static STREAM_NODE_MAX_ENTRIES: AtomicU64 = AtomicU64::new(100);
 
 impl RuntimeConfig {
     /// From the start-up settings.
@@ -234,6 +240,10 @@ impl RuntimeConfig {
         let num = || -> CmdResult<u64> {
             parse_mem(&v).ok_or_else(|| invalid("argument couldn't be parsed into an integer"))
         };
+        if name == "stream-node-max-entries" {
+            // Also kept (as text) with the inert settings below, for CONFIG GET.
+            STREAM_NODE_MAX_ENTRIES.store(num()?, Ordering::Relaxed);
+        }
         match name {
             "timeout" => self.timeout_secs.store(num()?, Ordering::Relaxed),
             "maxclients" => self.maxclients.store(num()?.max(1), Ordering::Relaxed),

@@ -27,6 +27,9 @@ pub(crate) enum CmdError {
     /// A blocking command found nothing: park the client for this many seconds
     /// (0 = forever) and run the command again when one of its keys changes.
     Block(f64),
+    /// Like [`CmdError::Block`], but the client is parked with these arguments
+    /// instead of the command it sent (XREAD's `$` becomes the id it meant).
+    BlockAs(f64, Vec<Vec<u8>>),
 }
 
 impl CmdError {
@@ -47,7 +50,7 @@ impl fmt::Display for CmdError {
             CmdError::Syntax => f.write_str("ERR syntax error"),
             CmdError::Overflow => f.write_str("ERR increment or decrement would overflow"),
             CmdError::Msg(m) | CmdError::Engine(m) => f.write_str(m),
-            CmdError::Block(_) => f.write_str("ERR blocked"),
+            CmdError::Block(_) | CmdError::BlockAs(..) => f.write_str("ERR blocked"),
         }
     }
 }

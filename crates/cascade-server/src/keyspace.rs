@@ -11,11 +11,15 @@
 //! | `0x05`    | `05 expire_at_ms u64 BE, key`            | empty (expiry queue)          |
 //! | `0x06`    | `06 len(key), key, member`               | empty (set member)            |
 //! | `0x07`    | `07 len(key), key, index u64 BE`         | list element                  |
+//! | `0x08`    | `08 len(key), key, ms u64 BE, seq u64 BE` | stream entry (`cmd/streams/layout.rs`) |
+//! | `0x09`    | `09 len(key), key, group`                | consumer group: last id, entries read |
+//! | `0x0A`    | `0A len(key), key, len(group) u32 BE, group, id` | pending entry: consumer, time, count |
+//! | `0x0B`    | `0B len(key), key, len(group), group, len(consumer), consumer [, id]` | consumer (seen time) / its pending ids |
 //!
 //! Invariants: a user key exists iff its `0x01` entry exists; the `0x01` entries are in
 //! user-key order, so `SCAN`, `KEYS` and `CASCADE.RANGE` are range scans of namespace
-//! 1; a hash, zset, set or list is one contiguous range of namespace 2 / 3 / 4 / 6 / 7
-//! (the length prefix
+//! 1; a hash, zset, set, list or stream is one contiguous range of namespace 2 / 3 /
+//! 4 / 6 / 7 / 8–11 (the length prefix
 //! keeps `key` from being a prefix of another key's range); a key with an expiry has
 //! exactly one `0x05` entry, which the sweeper uses to find expired keys in time order.
 //! All entries of one command are written in one atomic engine batch.
@@ -36,6 +40,14 @@ pub(crate) const NS_EXPIRE: u8 = 0x05;
 pub(crate) const NS_SET: u8 = 0x06;
 /// List elements by index.
 pub(crate) const NS_LIST: u8 = 0x07;
+/// Stream entries by id.
+pub(crate) const NS_STREAM: u8 = 0x08;
+/// Stream consumer groups.
+pub(crate) const NS_SGROUP: u8 = 0x09;
+/// Stream pending entries per group, by id.
+pub(crate) const NS_SPEL: u8 = 0x0A;
+/// Stream consumers per group and each one's pending ids.
+pub(crate) const NS_SCONSUMER: u8 = 0x0B;
 /// Index of the first element of a new list: the middle of the u64 range, so a list
 /// can grow 2^63 elements in either direction.
 pub(crate) const LIST_START: u64 = 1 << 63;
@@ -53,6 +65,8 @@ pub(crate) enum Type {
     Set,
     /// Lists.
     List,
+    /// Streams.
+    Stream,
 }
 
 impl Type {
@@ -64,6 +78,7 @@ impl Type {
             Type::ZSet => "zset",
             Type::Set => "set",
             Type::List => "list",
+            Type::Stream => "stream",
         }
     }
 
@@ -75,6 +90,7 @@ impl Type {
             Type::ZSet => &[NS_ZMEMBER, NS_ZSCORE],
             Type::Set => &[NS_SET],
             Type::List => &[NS_LIST],
+            Type::Stream => &[NS_STREAM, NS_SGROUP, NS_SPEL, NS_SCONSUMER],
         }
     }
 
@@ -85,6 +101,7 @@ impl Type {
             Type::ZSet => 2,
             Type::Set => 3,
             Type::List => 4,
+            Type::Stream => 5,
         }
     }
 
@@ -95,17 +112,22 @@ impl Type {
             2 => Some(Type::ZSet),
             3 => Some(Type::Set),
             4 => Some(Type::List),
+            5 => Some(Type::Stream),
             _ => None,
         }
     }
 }
 
 const FLAG_EXPIRES: u8 = 1;
+/// The payload length of a stream's metadata (`cmd/streams/layout.rs`): length,
+/// last id, first id, max deleted id, entries added.
+pub(crate) const STREAM_META_LEN: usize = 64;
 
 /// The decoded `0x01` value: `type u8, flags u8, [expire_at_ms u64 LE], payload`.
 /// The payload is the string's bytes, or the element count (u64 LE) of a hash, zset
 /// or set; a list's payload is its count and the index of its first element (u64 LE
-/// each).
+/// each); a stream's is its length, last id, first id, max deleted id (ms and seq
+/// u64 LE each) and entries added (u64 LE), 64 bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Meta {
     /// The type.
@@ -216,6 +238,7 @@ impl Meta {
         let want = match ty {
             Type::String => rest.len(),
             Type::List => 16,
+            Type::Stream => STREAM_META_LEN,
             Type::Hash | Type::ZSet | Type::Set => 8,
         };
         if rest.len() != want {

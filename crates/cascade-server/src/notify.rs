@@ -273,6 +273,12 @@ impl Notify {
         self.woken.load(Ordering::Acquire) > 0
     }
 
+    /// Keys parked clients wait on (FLUSHDB wakes those that existed: a parked
+    /// XREADGROUP must learn that its stream is gone).
+    pub(crate) fn waited_keys(&self) -> Vec<Vec<u8>> {
+        self.waiters.lock().by_key.keys().cloned().collect()
+    }
+
     /// Keys currently watched (FLUSHDB touches those that exist).
     pub(crate) fn watched_keys(&self) -> Vec<Vec<u8>> {
         self.watchers.lock().keys().cloned().collect()

@@ -241,7 +241,9 @@ impl Store {
                 vec![phys]
             };
             for p in targets {
-                let watched = self.notify.watched_keys();
+                // Watched keys and keys parked clients wait on (a flush wakes them).
+                let mut watched = self.notify.watched_keys();
+                watched.extend(self.notify.waited_keys());
                 let live: Vec<Vec<u8>> = {
                     let probe = Tx::on_physical(self, p);
                     let q = qualified(p, b"");
@@ -473,6 +475,12 @@ impl<'s> Tx<'s> {
     /// the type it waits for; the first run answers `WRONGTYPE` instead).
     pub(crate) fn skip_on_retry(&self, key: &[u8], ty: Type) -> CmdResult<bool> {
         Ok(self.run == RunKind::Retry && self.meta(key)?.is_some_and(|m| m.ty != ty))
+    }
+
+    /// True when this runs a parked blocking command again (XREADGROUP answers an
+    /// error when its stream is gone).
+    pub(crate) fn retrying(&self) -> bool {
+        self.run == RunKind::Retry
     }
 
     /// Lets blocking commands park the client.
@@ -855,6 +863,12 @@ impl<'s> Tx<'s> {
     /// the commit if that class is enabled (`notify-keyspace-events`).
     pub(crate) fn event(&mut self, class: u32, event: &'static str, key: &[u8]) {
         self.event_in(self.db, class, event, key);
+    }
+
+    /// True if events of `class` are published (a command may skip work that only
+    /// decides an event).
+    pub(crate) fn notifying(&self, class: u32) -> bool {
+        self.store.pubsub.events.on(class)
     }
 
     /// [`Tx::event`] for a key of logical database `db` (MOVE's `move_to`).

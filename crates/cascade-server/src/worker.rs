@@ -709,6 +709,8 @@ fn retry_parked(
     ctx.client.retrying = true;
     let ran = dispatch(&mut ctx, &p.cmd);
     ctx.client.retrying = false;
+    // A parked command has no `$` left to rewrite; drop any request to.
+    ctx.client.park_as = None;
     if ran.block.is_some() {
         if expired || p.deadline.is_some_and(|d| d <= Instant::now()) {
             reply::nil_array(&mut c.out);
@@ -798,7 +800,8 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 }
                 let raise = !was_authed && client.authed;
                 if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
-                    blocked = Some((cmd.clone(), idx, timeout));
+                    let cmd = client.park_as.take().unwrap_or_else(|| cmd.clone());
+                    blocked = Some((cmd, idx, timeout));
                     break;
                 }
                 stats.record(ran.idx, ran.failed, t.elapsed());

@@ -189,6 +189,14 @@ fn event_of(name: &str, c: &Command, key: &[u8]) -> Option<(u32, &'static str)> 
                 "zpopmax"
             },
         )),
+        "xgroup" => match c.len() > 1 {
+            true if is(c.arg(1), "create") => Some((STREAM, "xgroup-create")),
+            true if is(c.arg(1), "setid") => Some((STREAM, "xgroup-setid")),
+            true if is(c.arg(1), "destroy") => Some((STREAM, "xgroup-destroy")),
+            true if is(c.arg(1), "delconsumer") => Some((STREAM, "xgroup-delconsumer")),
+            // CREATECONSUMER: raised where a consumer is created (streams/layout.rs).
+            _ => None,
+        },
         "xadd" => Some((STREAM, "xadd")),
         "xtrim" => Some((STREAM, "xtrim")),
         "xdel" => Some((STREAM, "xdel")),

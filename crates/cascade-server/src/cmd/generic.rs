@@ -257,6 +257,7 @@ fn object(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
             Type::Hash | Type::Set => "hashtable",
             Type::ZSet => "skiplist",
             Type::List => "quicklist",
+            Type::Stream => "stream",
         };
         reply::bulk(out, enc.as_bytes());
     } else if is(sub, "refcount") {

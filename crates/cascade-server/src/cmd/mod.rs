@@ -51,6 +51,7 @@ pub(crate) mod random;
 pub(crate) mod scan;
 pub(crate) mod sets;
 pub(crate) mod sort;
+pub(crate) mod streams;
 pub(crate) mod strings;
 pub(crate) mod strings2;
 pub(crate) mod unsupported;
@@ -112,6 +113,9 @@ pub(crate) struct Client {
     pub(crate) subs: pubsub::Subscriptions,
     /// `CLIENT REPLY`: which replies the client gets.
     pub(crate) reply_mode: ReplyMode,
+    /// A blocking command asked to be parked with these arguments instead of its own
+    /// ([`CmdError::BlockAs`]); the worker takes it when it parks the client.
+    pub(crate) park_as: Option<Command>,
 }
 
 /// `CLIENT REPLY ON|OFF|SKIP`.
@@ -146,6 +150,7 @@ impl Client {
             mailbox: Mailbox::new(id, Arc::new(|| {})),
             subs: pubsub::Subscriptions::default(),
             reply_mode: ReplyMode::On,
+            park_as: None,
         }
     }
 
@@ -194,6 +199,12 @@ pub(crate) enum Keys {
     Range(i32, i32, i32),
     /// Every key (FLUSHDB): all stripes are locked.
     All,
+    /// The first half of the arguments after the first `STREAMS` keyword at or
+    /// after argument `from` (XREAD: 1, XREADGROUP: 4, after `GROUP g c`).
+    Streams {
+        /// Where the keyword search starts.
+        from: usize,
+    },
     /// A key count at argument `at`, that many keys after it; with `dest`, argument 1
     /// is a key too (ZUNIONSTORE dest numkeys key ...).
     Num {
@@ -210,7 +221,7 @@ impl Keys {
         match self {
             Keys::Range(a, b, c) => (a, b, c),
             Keys::Num { dest: true, .. } => (1, 1, 1),
-            Keys::None | Keys::All | Keys::Num { .. } => (0, 0, 0),
+            Keys::None | Keys::All | Keys::Num { .. } | Keys::Streams { .. } => (0, 0, 0),
         }
     }
 
@@ -228,6 +239,13 @@ impl Keys {
                     keys.push(c.arg(1));
                 }
                 return keys;
+            }
+            Keys::Streams { from } => {
+                let Some(at) = (from..c.len()).find(|&i| is(c.arg(i), "streams")) else {
+                    return Vec::new();
+                };
+                let n = (c.len() - at - 1) / 2;
+                return (at + 1..=at + n).map(|i| c.arg(i)).collect();
             }
             Keys::None | Keys::All => return Vec::new(),
         };
@@ -327,6 +345,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(zsetops::SPECS);
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
+    t.extend_from_slice(streams::SPECS);
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(pubsub::SPECS);
     t.extend_from_slice(unsupported::SPECS);
@@ -474,6 +493,14 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
             failed: false,
             block: Some(t),
         },
+        Err(CmdError::BlockAs(t, args)) => {
+            ctx.client.park_as = Some(Command::from_args(&args));
+            Ran {
+                idx: Some(i),
+                failed: false,
+                block: Some(t),
+            }
+        }
         Err(e) => {
             reply::error(ctx.out, &e.to_string());
             Ran::done(Some(i), true)
@@ -495,7 +522,9 @@ pub(crate) fn run_data(
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
-        k @ (Keys::Range(..) | Keys::Num { .. }) => store.lock_many(k.of(cmd)),
+        k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams { .. }) => {
+            store.lock_many(k.of(cmd))
+        }
     };
     let mut tx = Tx::in_db(store, db);
     tx.allow_blocking();

@@ -1,4 +1,4 @@
-//! What `CascadeKV` does not offer: streams, scripting and functions, modules,
+//! What `CascadeKV` does not offer: scripting and functions, modules,
 //! replication and cluster. Their commands answer an error naming the family (instead
 //! of `unknown command`), so a client or a person sees at once why. `FUNCTION FLUSH`
 //! and `FUNCTION LIST` are accepted (there are never functions to flush or list), as
@@ -11,26 +11,6 @@ use crate::resp::reply;
 
 /// Command families not offered, with their commands.
 const FAMILIES: &[(&str, &[&str])] = &[
-    (
-        "streams",
-        &[
-            "xadd",
-            "xrange",
-            "xrevrange",
-            "xlen",
-            "xread",
-            "xreadgroup",
-            "xgroup",
-            "xack",
-            "xclaim",
-            "xautoclaim",
-            "xdel",
-            "xtrim",
-            "xinfo",
-            "xpending",
-            "xsetid",
-        ],
-    ),
     (
         "scripting",
         &[
@@ -104,10 +84,6 @@ mod tests {
     #[test]
     fn families_are_named() {
         let mut k = Kit::new();
-        k.expect(
-            &["XADD", "s", "*", "a", "1"],
-            "-ERR CascadeKV does not support streams (command 'xadd')\r\n",
-        );
         k.expect(
             &["EVAL", "return 1", "0"],
             "-ERR CascadeKV does not support scripting (command 'eval')\r\n",
