@@ -47,6 +47,7 @@ pub mod resp;
 mod server;
 mod shared;
 mod store;
+mod types;
 mod worker;
 
 pub use config::ServerConfig;
