@@ -265,7 +265,8 @@ mod tests {
             "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
         );
         k.expect(&["PFADD", "h", "a", "b", "c"], ":1\r\n");
-        k.expect(&["APPEND", "h", "hello"], ":23\r\n");
+        k.expect(&["STRLEN", "h"], ":27\r\n");
+        k.expect(&["APPEND", "h", "hello"], ":32\r\n");
         k.expect(
             &["PFCOUNT", "h"],
             "-INVALIDOBJ Corrupted HLL object detected\r\n",

@@ -33,6 +33,7 @@ pub(crate) mod conn;
 pub(crate) mod dump;
 pub(crate) mod expire;
 pub(crate) mod generic;
+pub(crate) mod geo;
 pub(crate) mod hashes;
 pub(crate) mod hyperloglog;
 #[expect(
@@ -310,6 +311,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(hyperloglog::SPECS);
     t.extend_from_slice(bitops::SPECS);
     t.extend_from_slice(bitfield::SPECS);
+    t.extend_from_slice(geo::SPECS);
     t
 }
 

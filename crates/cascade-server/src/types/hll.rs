@@ -381,6 +381,9 @@ pub(crate) fn add(v: &mut Vec<u8>, ele: &[u8], max_bytes: usize) -> Result<bool,
     let (index, count) = pat_len(ele);
     if v[4] == DENSE {
         let changed = dense_set(&mut v[HDR..], index, count);
+        if changed {
+            invalidate(v);
+        }
         Ok(changed)
     } else {
         sparse_set(v, index, count, max_bytes)
