@@ -93,6 +93,10 @@ fn bitop(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     Ok(())
 }
 
+#[expect(
+    clippy::many_single_char_names,
+    reason = "c, p, n, x: command, payload, length, position"
+)]
 fn bitpos(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let bit = match int_arg(c.arg(2))? {
         0 => false,

@@ -376,6 +376,7 @@ fn search(
 
 #[expect(
     clippy::too_many_lines,
+    clippy::many_single_char_names,
     reason = "one parser for the six command forms, in Redis's order of checks"
 )]
 #[expect(
@@ -682,6 +683,24 @@ mod tests {
                 "1",
             ],
             "*1\r\n*2\r\n$7\r\nCatania\r\n$7\r\n56.4413\r\n",
+        );
+    }
+
+    #[test]
+    fn store_and_errors() {
+        let mut k = Kit::new();
+        k.expect(
+            &[
+                "GEOADD",
+                "Sicily",
+                "13.361389",
+                "38.115556",
+                "Palermo",
+                "15.087269",
+                "37.502669",
+                "Catania",
+            ],
+            ":2\r\n",
         );
         k.expect(
             &[

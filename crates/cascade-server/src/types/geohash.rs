@@ -172,8 +172,8 @@ pub(crate) fn decode_score(score: f64) -> Option<(f64, f64)> {
         bits,
         step: STEP_MAX,
     })?;
-    let lon = ((a.lon.min + a.lon.max) / 2.0).clamp(LONG_MIN, LONG_MAX);
-    let lat = ((a.lat.min + a.lat.max) / 2.0).clamp(LAT_MIN, LAT_MAX);
+    let lon = f64::midpoint(a.lon.min, a.lon.max).clamp(LONG_MIN, LONG_MAX);
+    let lat = f64::midpoint(a.lat.min, a.lat.max).clamp(LAT_MIN, LAT_MAX);
     Some((lon, lat))
 }
 
@@ -366,13 +366,13 @@ pub(crate) fn search_cells(shape: Shape, lon: f64, lat: f64) -> Vec<Hash> {
     // Redis skips a cell equal to the last one scanned, except when that was the
     // centre (its `last_processed` index is then 0, which reads as "none").
     let mut out: Vec<Hash> = Vec::with_capacity(9);
-    let mut last = 0usize;
+    let mut prev_idx = 0usize;
     for (i, &c) in cells.iter().enumerate() {
-        if c.is_none() || (last != 0 && cells[last] == c) {
+        if c.is_none() || (prev_idx != 0 && cells[prev_idx] == c) {
             continue;
         }
         out.push(c);
-        last = i;
+        prev_idx = i;
     }
     out
 }
@@ -429,14 +429,13 @@ mod tests {
     }
 
     #[test]
+    #[expect(clippy::cast_precision_loss, reason = "52-bit scores are exact")]
     fn decode_round_trips() {
-        #[expect(clippy::cast_precision_loss, reason = "52-bit scores are exact")]
-        let (lon, lat) = decode_score(3_479_099_956_230_698u64 as f64).expect("decode");
+        let (lon, lat) = decode_score(3_479_099_956_230_698.0).expect("decode");
         assert_eq!(format!("{lon:.17}"), "13.36138933897018433");
         assert_eq!(format!("{lat:.17}"), "38.11555639549629859");
         for &(x, y) in &[(0.0, 0.0), (-179.9, -85.0), (179.99, 85.05), (2.35, 48.85)] {
             let s = score(x, y).expect("score");
-            #[expect(clippy::cast_precision_loss, reason = "52-bit scores are exact")]
             let (dx, dy) = decode_score(s as f64).expect("decode");
             assert!(
                 (dx - x).abs() < 1e-5 && (dy - y).abs() < 1e-5,
@@ -454,8 +453,7 @@ mod tests {
             37.502_668_423_331_2,
         );
         assert!((d - 166_274.151_6).abs() < 0.01, "{d}");
-        #[expect(clippy::cast_precision_loss, reason = "52-bit scores are exact")]
-        let h = geohash_string(3_479_099_956_230_698u64 as f64);
+        let h = geohash_string(3_479_099_956_230_698.0);
         assert_eq!(h.as_deref(), Some("sqc8b49rny0"));
     }
 

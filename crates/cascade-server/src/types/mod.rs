@@ -1,4 +1,4 @@
-//! Pure value codecs of the Redis types that live inside other types: HyperLogLog
+//! Pure value codecs of the Redis types that live inside other types: `HyperLogLog`
 //! (a string), geohash (a sorted-set score) and bit fields (a string). No I/O, no
 //! locks; the command handlers in `cmd/` read and write the values through a `Tx`.
 
