@@ -317,7 +317,9 @@ pub(crate) fn search_cells(shape: Shape, lon: f64, lat: f64) -> Vec<Hash> {
         Shape::Box(w, h) => ((w / 2.0) * (w / 2.0) + (h / 2.0) * (h / 2.0)).sqrt(),
     };
     let mut steps = steps_for_radius(radius, lat);
-    let mut hash = encode(lon, lat, steps).unwrap_or(Hash::NONE);
+    let Some(mut hash) = encode(lon, lat, steps) else {
+        return Vec::new(); // a centre outside the limits: nothing to scan
+    };
     let n = |h: Hash, dx, dy| decode_area(moved(h, dx, dy));
     let too_small = |h: Hash| {
         n(h, 0, 1).is_some_and(|a| a.lat.max < max_lat)
@@ -327,7 +329,10 @@ pub(crate) fn search_cells(shape: Shape, lon: f64, lat: f64) -> Vec<Hash> {
     };
     if steps > 1 && too_small(hash) {
         steps -= 1;
-        hash = encode(lon, lat, steps).unwrap_or(Hash::NONE);
+        let Some(h) = encode(lon, lat, steps) else {
+            return Vec::new();
+        };
+        hash = h;
     }
     // centre, N, S, E, W, NE, NW, SE, SW
     let dirs: [(i8, i8); 9] = [
@@ -455,6 +460,22 @@ mod tests {
         assert!((d - 166_274.151_6).abs() < 0.01, "{d}");
         let h = geohash_string(3_479_099_956_230_698.0);
         assert_eq!(h.as_deref(), Some("sqc8b49rny0"));
+    }
+
+    #[test]
+    fn search_cells_survive_extreme_shapes() {
+        assert!(search_cells(Shape::Radius(1.0), 200.0, 0.0).is_empty());
+        for shape in [
+            Shape::Radius(f64::INFINITY),
+            Shape::Radius(0.0),
+            Shape::Box(f64::MAX, 1.0),
+            Shape::Box(0.0, 0.0),
+        ] {
+            for (lon, lat) in [(180.0, LAT_MAX), (-180.0, LAT_MIN), (0.0, 0.0)] {
+                let cells = search_cells(shape, lon, lat);
+                assert!(cells.len() <= 9, "{shape:?} {lon} {lat}");
+            }
+        }
     }
 
     #[test]
