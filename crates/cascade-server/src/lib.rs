@@ -8,7 +8,8 @@
 //!
 //! Layers, bottom up (each uses only those below it):
 //! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
-//!   encoder), `config`, `metrics` (counters), `cursors`, `clients`;
+//!   encoder), `config`, `metrics` (counters), `cursors`, `clients`, `types/` (pure
+//!   codecs of `HyperLogLog`, geohash and bitfield values);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and

@@ -34,6 +34,7 @@ pub(crate) mod dump;
 pub(crate) mod expire;
 pub(crate) mod generic;
 pub(crate) mod geo;
+pub(crate) mod geosearch;
 pub(crate) mod hashes;
 pub(crate) mod hyperloglog;
 #[expect(
@@ -312,6 +313,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(bitops::SPECS);
     t.extend_from_slice(bitfield::SPECS);
     t.extend_from_slice(geo::SPECS);
+    t.extend_from_slice(geosearch::SPECS);
     t
 }
 
