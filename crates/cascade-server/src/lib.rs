@@ -8,7 +8,8 @@
 //!
 //! Layers, bottom up (each uses only those below it):
 //! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
-//!   encoder), `config`, `metrics` (counters), `cursors`, `clients`;
+//!   encoder), `config`, `metrics` (counters), `cursors`, `clients`, `types/` (pure
+//!   codecs of `HyperLogLog`, geohash and bitfield values);
 //! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags);
 //! - `databases` (numbered databases: prefixes, SWAPDB's map, key counts);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
@@ -51,6 +52,7 @@ pub mod resp;
 mod server;
 mod shared;
 mod store;
+mod types;
 mod worker;
 
 pub use config::ServerConfig;

@@ -23,6 +23,8 @@
 )]
 pub(crate) mod admin;
 pub(crate) mod args;
+pub(crate) mod bitfield;
+pub(crate) mod bitops;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -33,7 +35,10 @@ pub(crate) mod dump;
 pub(crate) mod events;
 pub(crate) mod expire;
 pub(crate) mod generic;
+pub(crate) mod geo;
+pub(crate) mod geosearch;
 pub(crate) mod hashes;
+pub(crate) mod hyperloglog;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -356,6 +361,11 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
     t.extend_from_slice(admin::SPECS);
+    t.extend_from_slice(hyperloglog::SPECS);
+    t.extend_from_slice(bitops::SPECS);
+    t.extend_from_slice(bitfield::SPECS);
+    t.extend_from_slice(geo::SPECS);
+    t.extend_from_slice(geosearch::SPECS);
     t
 }
 

@@ -306,6 +306,11 @@ fn bitcount(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         }
         _ => return Err(CmdError::Syntax),
     }
+    if s < 0 && e < 0 && s > e {
+        // Redis answers 0 for a reversed negative range before clamping it.
+        reply::int(out, 0);
+        return Ok(());
+    }
     let total = len_i64(v.len()) * if bits { 8 } else { 1 };
     let norm = |x: i64| if x < 0 { (total + x).max(0) } else { x };
     let (s, e) = (norm(s), norm(e).min(total - 1));
@@ -354,6 +359,7 @@ mod tests {
         );
         k.expect(&["BITCOUNT", "s"], ":40\r\n");
         k.expect(&["BITCOUNT", "b", "0", "0", "BIT"], ":0\r\n");
+        k.expect(&["BITCOUNT", "s", "-6", "-7"], ":0\r\n");
         k.expect(&["MSETNX", "x1", "1", "s", "2"], ":0\r\n");
         k.expect(&["MSETNX", "x1", "1", "x2", "2"], ":1\r\n");
         k.expect(&["GETEX", "x1", "EX", "100"], "$1\r\n1\r\n");

@@ -211,7 +211,7 @@ struct AddFlags {
     incr: bool,
 }
 
-fn zadd(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+pub(crate) fn zadd(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let mut f = AddFlags::default();
     let mut i = 2;
     while i < c.len() {

@@ -151,8 +151,8 @@ impl Command {
             .map(move |&(s, e)| self.data.get(s..e).unwrap_or(&[]))
     }
 
-    /// A command made of `args` (tests, and a blocking command parked with
-    /// rewritten arguments).
+    /// A command made of `args` (tests, a blocking command parked with rewritten
+    /// arguments, and GEOADD, which runs ZADD).
     pub(crate) fn from_args<A: AsRef<[u8]>>(args: &[A]) -> Command {
         let mut c = Command::default();
         for a in args {
