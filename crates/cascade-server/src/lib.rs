@@ -9,7 +9,9 @@
 //! Layers, bottom up (each uses only those below it):
 //! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
 //!   encoder), `config`, `metrics` (counters), `cursors`, `clients`;
-//! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags);
+//! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags), `tracking`
+//!   (client-side caching: the tracking table and invalidation messages; its
+//!   `commands.rs` is at the `cmd/` level);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
@@ -49,6 +51,7 @@ pub mod resp;
 mod server;
 mod shared;
 mod store;
+mod tracking;
 mod worker;
 
 pub use config::ServerConfig;

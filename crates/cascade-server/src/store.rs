@@ -41,6 +41,7 @@ use crate::keyspace::{
 use crate::notify::Notify;
 use crate::pubsub::{class, PubSub};
 use crate::resp::reply::{self, Out};
+use crate::tracking::Tracking;
 
 const STRIPES: usize = 1024;
 
@@ -58,6 +59,8 @@ pub(crate) struct Store {
     cursors: Cursors,
     /// Subscriptions and keyspace notifications.
     pubsub: PubSub,
+    /// Client-side caching: who may cache which key (`crate::tracking`).
+    tracking: Tracking,
 }
 
 impl std::fmt::Debug for Store {
@@ -83,6 +86,7 @@ impl Store {
             notify: Notify::default(),
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
             pubsub: PubSub::default(),
+            tracking: Tracking::default(),
         };
         let (mut keys, mut expires) = (0i64, 0i64);
         let mut it = store.db.iter_bounds(
@@ -124,6 +128,11 @@ impl Store {
     /// Subscriptions and keyspace notifications.
     pub(crate) fn pubsub(&self) -> &PubSub {
         &self.pubsub
+    }
+
+    /// Client-side caching state.
+    pub(crate) fn tracking(&self) -> &Tracking {
+        &self.tracking
     }
 
     /// The engine.
@@ -183,6 +192,8 @@ impl Store {
             flushed,
             touched,
             events,
+            invalid,
+            origin,
             ..
         } = tx;
         if flushed || !writes.is_empty() {
@@ -225,6 +236,14 @@ impl Store {
         // after the command's effect).
         for (class, event, key) in events {
             self.pubsub.notify(class, event, &key, 0);
+        }
+        // Client-side caching: invalidations, still under the command's stripe locks
+        // (`crate::tracking`).
+        if flushed {
+            self.tracking.flush(&self.pubsub);
+        }
+        if !invalid.is_empty() {
+            self.tracking.invalidate(&self.pubsub, &invalid, origin);
         }
         Ok(())
     }
@@ -311,6 +330,14 @@ pub(crate) struct Tx<'s> {
     /// User keys changed: by a metadata write (`Some(removed)`) or an element write
     /// (`None`); recorded while notifications are on.
     changes: Vec<(Vec<u8>, Option<bool>)>,
+    /// User keys changed or expired, for client-side caching (recorded while anyone
+    /// tracks, `track`).
+    invalid: Vec<Vec<u8>>,
+    /// Some client tracks keys (read once, when the transaction starts).
+    track: bool,
+    /// The client whose command this is (0: the server itself, e.g. the expiry
+    /// sweeper); tracking's NOLOOP skips its own changes.
+    origin: u64,
     /// Blocking commands may park the client (not inside MULTI/EXEC).
     may_block: bool,
     /// This runs a parked blocking command again after one of its keys changed.
@@ -331,8 +358,29 @@ impl<'s> Tx<'s> {
             touched: Vec::new(),
             events: Vec::new(),
             changes: Vec::new(),
+            invalid: Vec::new(),
+            track: store.tracking.active(),
+            origin: 0,
             may_block: false,
             run: RunKind::Fresh,
+        }
+    }
+
+    /// Names the client running this transaction (see `origin`).
+    pub(crate) fn set_origin(&mut self, id: u64) {
+        self.origin = id;
+    }
+
+    /// True if some client tracks keys (client-side caching): reads are to be
+    /// remembered.
+    pub(crate) fn tracking(&self) -> bool {
+        self.track
+    }
+
+    /// Records `key` for client-side caching's invalidation (once per run of changes).
+    fn invalidates(&mut self, key: &[u8]) {
+        if self.track && self.invalid.last().is_none_or(|k| k.as_slice() != key) {
+            self.invalid.push(key.to_vec());
         }
     }
 
@@ -399,6 +447,7 @@ impl<'s> Tx<'s> {
     }
 
     fn touch(&mut self, key: &[u8], removed: bool) {
+        self.invalidates(key);
         if self.store.notify.active() {
             self.touched.push(key.to_vec());
         }
@@ -464,12 +513,13 @@ impl<'s> Tx<'s> {
     fn touch_element(&mut self, k: &[u8]) {
         let watch = self.store.notify.active();
         let events = self.store.pubsub.events.publishing();
-        if !(watch || events) {
+        if !(watch || events || self.track) {
             return;
         }
         let Some(key) = keyspace::owner_of(k) else {
             return;
         };
+        self.invalidates(key);
         if watch && self.touched.last().is_none_or(|t| t.as_slice() != key) {
             self.touched.push(key.to_vec());
         }
@@ -642,6 +692,8 @@ impl<'s> Tx<'s> {
     fn purge(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
         if old.expired(self.now) {
             self.event(class::EXPIRED, "expired", key);
+            // An expired key is a change for client-side caches, as in Redis.
+            self.invalidates(key);
         }
         self.purge_quietly(key, old)
     }

@@ -108,6 +108,8 @@ pub(crate) struct Client {
     pub(crate) subs: pubsub::Subscriptions,
     /// `CLIENT REPLY`: which replies the client gets.
     pub(crate) reply_mode: ReplyMode,
+    /// `CLIENT TRACKING` options (`crate::tracking`).
+    pub(crate) tracking: crate::tracking::Local,
 }
 
 /// `CLIENT REPLY ON|OFF|SKIP`.
@@ -141,6 +143,7 @@ impl Client {
             mailbox: Mailbox::new(id, Arc::new(|| {})),
             subs: pubsub::Subscriptions::default(),
             reply_mode: ReplyMode::On,
+            tracking: crate::tracking::Local::default(),
         }
     }
 
@@ -451,16 +454,11 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         }
     }
     let res = match spec.run {
-        Run::Data(f) => run_data(
-            &ctx.shared.store,
-            &spec,
-            f,
-            cmd,
-            ctx.out,
-            ctx.client.retrying,
-        ),
+        Run::Data(f) => run_data(&ctx.shared.store, &spec, f, cmd, ctx.out, ctx.client),
         Run::Ctl(f) => f(ctx, cmd),
     };
+    // Client-side caching: CLIENT CACHING lasts one command (`crate::tracking`).
+    crate::tracking::after_command(ctx.client, spec.name);
     match res {
         Ok(()) => Ran::done(Some(i), false),
         Err(CmdError::Block(t)) => Ran {
@@ -475,23 +473,25 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     }
 }
 
-/// Runs a data command under its keys' stripe locks and commits its writes (`retry`:
-/// a parked blocking command run again). If the commit fails, the handler's reply is
-/// taken back.
+/// Runs a data command for `client` under its keys' stripe locks and commits its
+/// writes (`client.retrying`: a parked blocking command run again). If the commit
+/// fails, the handler's reply is taken back.
 pub(crate) fn run_data(
     store: &Store,
     spec: &Spec,
     f: DataFn,
     cmd: &Command,
     out: &mut Out,
-    retry: bool,
+    client: &Client,
 ) -> CmdResult<()> {
+    let retry = client.retrying;
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
         k @ (Keys::Range(..) | Keys::Num { .. }) => store.lock_many(k.of(cmd)),
     };
     let mut tx = Tx::new(store);
+    tx.set_origin(client.id);
     tx.allow_blocking();
     if retry {
         tx.set_retry();
@@ -501,9 +501,14 @@ pub(crate) fn run_data(
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;
     events::record(&mut tx, spec, cmd);
+    let tracking = tx.tracking();
     if let Err(e) = store.commit(tx) {
         out.buf.truncate(mark);
         return Err(e);
+    }
+    // Client-side caching: the keys this client read, still under their locks.
+    if tracking {
+        crate::tracking::after_read(store, client, spec, cmd);
     }
     Ok(())
 }
