@@ -277,9 +277,17 @@ fn trackinginfo(ctx: &mut Ctx<'_>) {
 /// After `client` ran the read-only data command `spec` (`cmd`) successfully, under
 /// its stripe locks: remembers its key arguments if the client tracks them now.
 pub(crate) fn after_read(store: &Store, client: &Client, spec: &Spec, cmd: &Command) {
-    if client.tracking.remembers() && spec.flags.contains(&"readonly") {
-        let keys = spec.keys.of(cmd);
-        store.tracking().remember(store.pubsub(), client.id, &keys);
+    if spec.flags.contains(&"readonly") {
+        remember(store, client, &spec.keys.of(cmd));
+    }
+}
+
+/// `client` read `keys` (a read-only command's keys; a script that ran a read
+/// passes its declared keys, as Redis does): remembers them if it tracks them now.
+/// The caller holds the keys' stripe locks.
+pub(crate) fn remember(store: &Store, client: &Client, keys: &[&[u8]]) {
+    if client.tracking.remembers() {
+        store.tracking().remember(store.pubsub(), client.id, keys);
     }
 }
 

@@ -50,6 +50,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+#[allow(
+    unused_imports,
+    reason = "the hook for scripts (a script that ran a read remembers its keys)"
+)]
+pub(crate) use commands::remember;
 pub(crate) use commands::{after_command, after_read, client_command, disconnect, Local};
 
 use crate::pubsub::{Kind, Limit, Mailbox, PubSub};
