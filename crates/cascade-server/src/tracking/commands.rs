@@ -39,7 +39,12 @@ pub(crate) struct Local {
 impl Local {
     /// True if the keys of a read-only command run now are remembered for this client.
     pub(crate) fn remembers(&self) -> bool {
-        self.on && !self.bcast && !(self.optin && !self.caching) && !(self.optout && self.caching)
+        let opted_out = if self.optin {
+            !self.caching
+        } else {
+            self.optout && self.caching
+        };
+        self.on && !self.bcast && !opted_out
     }
 }
 
@@ -89,6 +94,28 @@ fn err(msg: &str) -> CmdResult<()> {
 fn overlaps(a: &[u8], b: &[u8]) -> bool {
     let n = a.len().min(b.len());
     a[..n] == b[..n]
+}
+
+/// Redis's rule for BCAST prefixes: none may be a prefix of another, among those
+/// given and against those the client has.
+fn check_prefixes(existing: &[Vec<u8>], prefixes: &[Vec<u8>]) -> CmdResult<()> {
+    for (i, p) in prefixes.iter().enumerate() {
+        if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
+            return err(&format!(
+                "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+                String::from_utf8_lossy(p),
+                String::from_utf8_lossy(e)
+            ));
+        }
+        if let Some(q) = prefixes[i + 1..].iter().find(|q| overlaps(p, q)) {
+            return err(&format!(
+                "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+                String::from_utf8_lossy(p),
+                String::from_utf8_lossy(q)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p]... [OPTIN] [OPTOUT] [NOLOOP]`.
@@ -144,23 +171,7 @@ fn tracking(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             return err("You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.");
         }
         if bcast {
-            let existing = store.tracking().prefixes_of(ctx.client.id);
-            for (i, p) in prefixes.iter().enumerate() {
-                if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
-                    return err(&format!(
-                        "Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
-                        String::from_utf8_lossy(p),
-                        String::from_utf8_lossy(e)
-                    ));
-                }
-                if let Some(q) = prefixes[i + 1..].iter().find(|q| overlaps(p, q)) {
-                    return err(&format!(
-                        "Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
-                        String::from_utf8_lossy(p),
-                        String::from_utf8_lossy(q)
-                    ));
-                }
-            }
+            check_prefixes(&store.tracking().prefixes_of(ctx.client.id), &prefixes)?;
         }
         let redirect = u64::try_from(redirect).unwrap_or(0);
         store.tracking().enable(

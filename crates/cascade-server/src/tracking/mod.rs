@@ -38,7 +38,7 @@
 //! Locks: `state` (mutex) guards the table, the tracking clients and the prefix map;
 //! `directory` (mutex) maps every connected client's id to its mailbox (redirect
 //! targets). Order: `state`, then `directory`, then the pub/sub registry, then a
-//! mailbox. `tracking` counts tracking clients: while it is 0 nothing is recorded or
+//! mailbox. `clients` counts tracking clients: while it is 0 nothing is recorded or
 //! looked up (one atomic load per command).
 
 mod commands;
@@ -127,7 +127,7 @@ enum Payload<'a> {
 
 /// The server's client-side caching state. See the module docs.
 pub(crate) struct Tracking {
-    tracking: AtomicUsize,
+    clients: AtomicUsize,
     max_keys: AtomicU64,
     state: Mutex<State>,
     directory: Mutex<HashMap<u64, Arc<Mailbox>>>,
@@ -136,7 +136,7 @@ pub(crate) struct Tracking {
 impl Default for Tracking {
     fn default() -> Self {
         Tracking {
-            tracking: AtomicUsize::new(0),
+            clients: AtomicUsize::new(0),
             max_keys: AtomicU64::new(DEFAULT_MAX_KEYS),
             state: Mutex::default(),
             directory: Mutex::default(),
@@ -147,7 +147,7 @@ impl Default for Tracking {
 impl std::fmt::Debug for Tracking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tracking")
-            .field("clients", &self.tracking.load(Ordering::Relaxed))
+            .field("clients", &self.clients.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -210,7 +210,8 @@ fn send(
         return;
     };
     let resp3 = target.resp3();
-    if !resp3 && !(redirected && ps.listens(Kind::Channel, CHANNEL, target.id)) {
+    let listens = redirected && ps.listens(Kind::Channel, CHANNEL, target.id);
+    if !(resp3 || listens) {
         // A RESP2 connection cannot take a push: nothing is sent, as in Redis.
         return;
     }
@@ -221,7 +222,7 @@ fn send(
 impl Tracking {
     /// True while any client tracks (the fast path's one atomic load).
     pub(crate) fn active(&self) -> bool {
-        self.tracking.load(Ordering::Relaxed) > 0
+        self.clients.load(Ordering::Relaxed) > 0
     }
 
     /// A connection opened: it may be named as a REDIRECT target.
@@ -247,7 +248,7 @@ impl Tracking {
         let t = match st.clients.entry(id) {
             hash_map::Entry::Occupied(e) => e.into_mut(),
             hash_map::Entry::Vacant(v) => {
-                self.tracking.fetch_add(1, Ordering::Relaxed);
+                self.clients.fetch_add(1, Ordering::Relaxed);
                 v.insert(Tracker {
                     mailbox: mb.clone(),
                     redirect: 0,
@@ -290,7 +291,7 @@ impl Tracking {
                 }
             }
         }
-        if self.tracking.fetch_sub(1, Ordering::Relaxed) == 1 {
+        if self.clients.fetch_sub(1, Ordering::Relaxed) == 1 {
             // Nobody tracks: no entry can be sent any more.
             st.table.clear();
         }
@@ -449,7 +450,7 @@ impl Tracking {
             keys: st.table.len(),
             items: st.table.items(),
             prefixes: st.prefixes.len(),
-            clients: self.tracking.load(Ordering::Relaxed),
+            clients: self.clients.load(Ordering::Relaxed),
         }
     }
 }
