@@ -34,6 +34,8 @@ struct Entry {
     live: Arc<Live>,
     /// Channel, pattern and shard-channel subscriptions.
     subs: (usize, usize, usize),
+    /// Client-side caching: (REDIRECT id or 0, BCAST) while tracking is on.
+    tracking: Option<(u64, bool)>,
 }
 
 /// The registry.
@@ -56,6 +58,7 @@ impl Clients {
                 resp: 2,
                 live: Arc::default(),
                 subs: (0, 0, 0),
+                tracking: None,
             },
         );
     }
@@ -94,13 +97,20 @@ impl Clients {
         }
     }
 
+    /// Records a client's tracking state (`CLIENT TRACKING`).
+    pub(crate) fn set_tracking(&self, id: u64, tracking: Option<(u64, bool)>) {
+        if let Some(e) = self.map.lock().get_mut(&id) {
+            e.tracking = tracking;
+        }
+    }
+
     fn line(id: u64, e: &Entry) -> String {
         // Redis 7.0's fields in its order; buffer and memory fields this server does
         // not track per client are 0.
         let age = e.created.elapsed();
         let active = std::time::Duration::from_millis(e.live.active_ms.load(Ordering::Relaxed));
         format!(
-            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
             e.addr,
             e.laddr,
             e.name
@@ -109,15 +119,36 @@ impl Clients {
                 .unwrap_or_default(),
             age.as_secs(),
             age.saturating_sub(active).as_secs(),
-            if e.subs == (0, 0, 0) { "N" } else { "P" },
+            Self::flags(e),
             e.subs.0,
             e.subs.1,
             e.subs.2,
             e.live.qbuf.load(Ordering::Relaxed),
             e.live.qbuf_free.load(Ordering::Relaxed),
             "NULL",
+            e.tracking
+                .map_or(-1, |(r, _)| i64::try_from(r).unwrap_or(i64::MAX)),
             e.resp
         )
+    }
+
+    /// Redis's flag letters: `P` pub/sub, `t` tracking, `B` broadcast tracking; `N`
+    /// for none.
+    fn flags(e: &Entry) -> String {
+        let mut f = String::new();
+        if e.subs != (0, 0, 0) {
+            f.push('P');
+        }
+        if let Some((_, bcast)) = e.tracking {
+            f.push('t');
+            if bcast {
+                f.push('B');
+            }
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
     }
 
     /// `CLIENT LIST` text.

@@ -219,7 +219,8 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
         "Clients waiting in a blocking command.",
         m.blocked.load(Ordering::Relaxed),
     );
-    l.info(s, "tracking_clients", 0);
+    let tracking = shared.store.tracking().stats();
+    l.info(s, "tracking_clients", tracking.clients);
     l.info(s, "clients_in_timeout_table", 0);
 
     let rows = shared.store.db().stats().rows();
@@ -354,6 +355,9 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.info(s, "keyspace_misses", 0);
     l.info(s, "pubsub_channels", 0);
     l.info(s, "pubsub_patterns", 0);
+    l.info(s, "tracking_total_keys", tracking.keys);
+    l.info(s, "tracking_total_items", tracking.items);
+    l.info(s, "tracking_total_prefixes", tracking.prefixes);
     l.info(s, "total_error_replies", cmd_errors + unknown);
     l.both(
         s,

@@ -10,7 +10,9 @@
 //! - `hash`, `glob`, `error`, `keyspace` (engine key layout), `resp/` (parser, reply
 //!   encoder), `config`, `metrics` (counters), `cursors`, `clients`, `types/` (pure
 //!   codecs of `HyperLogLog`, geohash and bitfield values);
-//! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags);
+//! - `pubsub` (subscriptions, mailboxes, keyspace-notification flags), `tracking`
+//!   (client-side caching: the tracking table and invalidation messages; its
+//!   `commands.rs` is at the `cmd/` level);
 //! - `databases` (numbered databases: prefixes, SWAPDB's map, key counts);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
@@ -52,6 +54,7 @@ pub mod resp;
 mod server;
 mod shared;
 mod store;
+mod tracking;
 mod types;
 mod worker;
 

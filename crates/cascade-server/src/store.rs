@@ -43,6 +43,7 @@ use crate::keyspace::{
 use crate::notify::Notify;
 use crate::pubsub::{class, PubSub};
 use crate::resp::reply::{self, Out};
+use crate::tracking::Tracking;
 
 const STRIPES: usize = 1024;
 
@@ -60,6 +61,8 @@ pub(crate) struct Store {
     cursors: Cursors,
     /// Subscriptions and keyspace notifications.
     pubsub: PubSub,
+    /// Client-side caching: who may cache which key (`crate::tracking`).
+    tracking: Tracking,
 }
 
 impl std::fmt::Debug for Store {
@@ -86,6 +89,7 @@ impl Store {
             notify: Notify::default(),
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
             pubsub: PubSub::default(),
+            tracking: Tracking::default(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -164,6 +168,11 @@ impl Store {
         &self.pubsub
     }
 
+    /// Client-side caching state.
+    pub(crate) fn tracking(&self) -> &Tracking {
+        &self.tracking
+    }
+
     /// The engine.
     pub(crate) fn db(&self) -> &Arc<Db> {
         &self.db
@@ -228,6 +237,8 @@ impl Store {
             events,
             phys,
             foreign,
+            invalid,
+            origin,
             ..
         } = tx;
         if flushed.is_some() || !writes.is_empty() {
@@ -286,6 +297,14 @@ impl Store {
         for (class, event, key, db) in events {
             self.pubsub
                 .notify(class, event, &key, u32::try_from(db).unwrap_or(0));
+        }
+        // Client-side caching: invalidations, still under the command's stripe locks
+        // (`crate::tracking`).
+        if flushed.is_some() {
+            self.tracking.flush(&self.pubsub);
+        }
+        if !invalid.is_empty() {
+            self.tracking.invalidate(&self.pubsub, &invalid, origin);
         }
         Ok(())
     }
@@ -412,6 +431,14 @@ pub(crate) struct Tx<'s> {
     /// User keys changed: by a metadata write (`Some(removed)`) or an element write
     /// (`None`); recorded while notifications are on.
     changes: Vec<(Vec<u8>, Option<bool>)>,
+    /// User keys changed or expired, for client-side caching (recorded while anyone
+    /// tracks, `track`).
+    invalid: Vec<Vec<u8>>,
+    /// Some client tracks keys (read once, when the transaction starts).
+    track: bool,
+    /// The client whose command this is (0: the server itself, e.g. the expiry
+    /// sweeper); tracking's NOLOOP skips its own changes.
+    origin: u64,
     /// Blocking commands may park the client (not inside MULTI/EXEC).
     may_block: bool,
     /// This runs a parked blocking command again after one of its keys changed.
@@ -445,8 +472,29 @@ impl<'s> Tx<'s> {
             touched: Vec::new(),
             events: Vec::new(),
             changes: Vec::new(),
+            invalid: Vec::new(),
+            track: store.tracking.active(),
+            origin: 0,
             may_block: false,
             run: RunKind::Fresh,
+        }
+    }
+
+    /// Names the client running this transaction (see `origin`).
+    pub(crate) fn set_origin(&mut self, id: u64) {
+        self.origin = id;
+    }
+
+    /// True if some client tracks keys (client-side caching): reads are to be
+    /// remembered.
+    pub(crate) fn tracking(&self) -> bool {
+        self.track
+    }
+
+    /// Records `key` for client-side caching's invalidation (once per run of changes).
+    fn invalidates(&mut self, key: &[u8]) {
+        if self.track && self.invalid.last().is_none_or(|k| k.as_slice() != key) {
+            self.invalid.push(key.to_vec());
         }
     }
 
@@ -610,6 +658,7 @@ impl<'s> Tx<'s> {
     }
 
     fn touch(&mut self, key: &[u8], removed: bool) {
+        self.invalidates(key);
         if self.store.notify.active() {
             self.touched.push(qualified(self.phys, key));
         }
@@ -679,12 +728,13 @@ impl<'s> Tx<'s> {
     fn touch_element(&mut self, k: &[u8]) {
         let watch = self.store.notify.active();
         let events = self.store.pubsub.events.publishing();
-        if !(watch || events) {
+        if !(watch || events || self.track) {
             return;
         }
         let Some(key) = keyspace::owner_of(k) else {
             return;
         };
+        self.invalidates(key);
         if watch {
             let q = qualified(self.phys, key);
             if self.touched.last() != Some(&q) {
@@ -882,6 +932,8 @@ impl<'s> Tx<'s> {
     fn purge(&mut self, key: &[u8], old: &Meta) -> CmdResult<()> {
         if old.expired(self.now) {
             self.event(class::EXPIRED, "expired", key);
+            // An expired key is a change for client-side caches, as in Redis.
+            self.invalidates(key);
         }
         self.purge_quietly(key, old)
     }

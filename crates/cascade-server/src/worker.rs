@@ -294,6 +294,8 @@ impl Worker {
                     let _ = waker.wake();
                 }),
             );
+            // A REDIRECT target of client-side caching is found by its id.
+            self.shared.store.tracking().register(&client.mailbox);
             self.conns.insert(
                 token,
                 Conn {
@@ -329,6 +331,7 @@ impl Worker {
         }
         c.client.unwatch(&self.shared.store);
         crate::cmd::pubsub::drop_all(&self.shared, &mut c.client);
+        crate::tracking::disconnect(&self.shared.store, &mut c.client);
         self.forget(c.client.id);
     }
 
@@ -797,6 +800,11 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 let ran = dispatch(&mut ctx, cmd);
                 if mode != ReplyMode::On || client.reply_mode != ReplyMode::On {
                     apply_reply_mode(client, out, mode, mark, ran.idx, commands);
+                }
+                // Messages that arrived while the command ran (an invalidation its own
+                // write caused, a publish) follow its reply, before the next one's.
+                if client.mailbox.has_mail() && out.buf.len() - *wpos < OUT_HIGH {
+                    client.mailbox.take_into(&mut out.buf);
                 }
                 let raise = !was_authed && client.authed;
                 if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {

@@ -160,6 +160,10 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         let mut params = cfg.params(&ctx.shared.fixed);
         let ps = ctx.shared.store.pubsub();
         params.push(("notify-keyspace-events", ps.events.letters()));
+        params.push((
+            "tracking-table-max-keys",
+            ctx.shared.store.tracking().max_keys().to_string(),
+        ));
         let l = ps.limit();
         params.push((
             "client-output-buffer-limit",
@@ -204,7 +208,7 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     Ok(())
 }
 
-/// CONFIG SET of one parameter: the pub/sub ones here, the rest in `RuntimeConfig`.
+/// CONFIG SET of one parameter: the pub/sub and tracking ones here, the rest in `RuntimeConfig`.
 fn set_param(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> CmdResult<()> {
     let invalid = |why: &str| {
         CmdError::err(format!(
@@ -213,6 +217,15 @@ fn set_param(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> CmdResult<
     };
     let ps = shared.store.pubsub();
     match name {
+        "tracking-table-max-keys" => {
+            let n = String::from_utf8_lossy(v)
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| i64::try_from(n).is_ok())
+                .ok_or_else(|| invalid("argument couldn't be parsed into an integer"))?;
+            shared.store.tracking().set_max_keys(ps, n);
+            Ok(())
+        }
         "notify-keyspace-events" => ps
             .events
             .set(v)

@@ -67,7 +67,7 @@ pub(crate) static SPECS: &[Spec] = &[
         A,
         Keys::None,
         "connection",
-        "CLIENT ID|SETNAME|GETNAME|LIST|INFO|SETINFO.",
+        "CLIENT ID|SETNAME|GETNAME|LIST|INFO|SETINFO|REPLY|UNBLOCK|TRACKING|CACHING|GETREDIR|TRACKINGINFO.",
         Ctl(client),
     ),
 ];
@@ -217,6 +217,10 @@ fn set_name(ctx: &mut Ctx<'_>, name: Vec<u8>) -> CmdResult<()> {
 }
 
 fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    // TRACKING, CACHING, GETREDIR, TRACKINGINFO: client-side caching (`crate::tracking`).
+    if let Some(res) = crate::tracking::client_command(ctx, c) {
+        return res;
+    }
     let sub = c.arg(1);
     if is(sub, "id") && c.len() == 2 {
         reply::int(ctx.out, i64::try_from(ctx.client.id).unwrap_or(i64::MAX));
@@ -273,6 +277,10 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             b"SETINFO <attr> <value>",
             b"REPLY (ON|OFF|SKIP)",
             b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            b"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+            b"CACHING (YES|NO)",
+            b"GETREDIR",
+            b"TRACKINGINFO",
         ];
         reply::bulk_array(ctx.out, lines.iter().copied());
     } else {

@@ -121,6 +121,8 @@ pub(crate) struct Client {
     /// A blocking command asked to be parked with these arguments instead of its own
     /// ([`CmdError::BlockAs`]); the worker takes it when it parks the client.
     pub(crate) park_as: Option<Command>,
+    /// `CLIENT TRACKING` options (`crate::tracking`).
+    pub(crate) tracking: crate::tracking::Local,
 }
 
 /// `CLIENT REPLY ON|OFF|SKIP`.
@@ -156,6 +158,7 @@ impl Client {
             subs: pubsub::Subscriptions::default(),
             reply_mode: ReplyMode::On,
             park_as: None,
+            tracking: crate::tracking::Local::default(),
         }
     }
 
@@ -486,16 +489,11 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         }
     }
     let res = match spec.run {
-        Run::Data(f) => run_data(
-            &ctx.shared.store,
-            &spec,
-            f,
-            cmd,
-            ctx.out,
-            (ctx.client.db, ctx.client.retrying),
-        ),
+        Run::Data(f) => run_data(&ctx.shared.store, &spec, f, cmd, ctx.out, ctx.client),
         Run::Ctl(f) => f(ctx, cmd),
     };
+    // Client-side caching: CLIENT CACHING lasts one command (`crate::tracking`).
+    crate::tracking::after_command(ctx.client, spec.name);
     match res {
         Ok(()) => Ran::done(Some(i), false),
         Err(CmdError::Block(t)) => Ran {
@@ -518,17 +516,18 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     }
 }
 
-/// Runs a data command on database `db` under its keys' stripe locks and commits its
-/// writes (`retry`: a parked blocking command run again). If the commit fails, the
-/// handler's reply is taken back.
+/// Runs a data command for `client` under its keys' stripe locks and commits its
+/// writes (`client.retrying`: a parked blocking command run again). If the commit
+/// fails, the handler's reply is taken back.
 pub(crate) fn run_data(
     store: &Store,
     spec: &Spec,
     f: DataFn,
     cmd: &Command,
     out: &mut Out,
-    (db, retry): (usize, bool),
+    client: &Client,
 ) -> CmdResult<()> {
+    let retry = client.retrying;
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
@@ -536,7 +535,8 @@ pub(crate) fn run_data(
             store.lock_many(k.of(cmd))
         }
     };
-    let mut tx = Tx::in_db(store, db);
+    let mut tx = Tx::in_db(store, client.db);
+    tx.set_origin(client.id);
     tx.allow_blocking();
     if retry {
         tx.set_retry();
@@ -545,7 +545,7 @@ pub(crate) fn run_data(
             .keys
             .of(cmd)
             .into_iter()
-            .map(|k| store.qualify(db, k))
+            .map(|k| store.qualify(client.db, k))
             .collect();
         let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
         if store.notify().woken_on(&keys) {
@@ -555,9 +555,14 @@ pub(crate) fn run_data(
     let mark = out.buf.len();
     f(&mut tx, cmd, out)?;
     events::record(&mut tx, spec, cmd);
+    let tracking = tx.tracking();
     if let Err(e) = store.commit(tx) {
         out.buf.truncate(mark);
         return Err(e);
+    }
+    // Client-side caching: the keys this client read, still under their locks.
+    if tracking {
+        crate::tracking::after_read(store, client, spec, cmd);
     }
     Ok(())
 }

@@ -178,6 +178,7 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
     let start = ctx.out.buf.len();
     reply::array_header(ctx.out, queue.len());
     let mut tx = Tx::in_db(store, ctx.client.db);
+    tx.set_origin(ctx.client.id);
     for (c, s) in queue.iter().zip(specs) {
         let Some(s) = s else {
             reply::error(ctx.out, "ERR unknown command");
@@ -188,9 +189,17 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
             Run::Data(f) => f(&mut tx, c, ctx.out).map(|()| super::events::record(&mut tx, &s, c)),
             Run::Ctl(f) => f(ctx, c),
         };
-        if let Err(e) = res {
-            ctx.out.buf.truncate(mark);
-            reply::error(ctx.out, &e.to_string());
+        match res {
+            Err(e) => {
+                ctx.out.buf.truncate(mark);
+                reply::error(ctx.out, &e.to_string());
+            }
+            // Client-side caching remembers what the block read as it reads (every
+            // key is locked until the commit, whose invalidations come after).
+            Ok(()) if tx.tracking() && matches!(s.run, Run::Data(_)) => {
+                crate::tracking::after_read(store, ctx.client, &s, c);
+            }
+            Ok(()) => {}
         }
         // SELECT inside the transaction: the commands after it use the new database.
         tx.switch_db(ctx.client.db);

@@ -226,6 +226,16 @@ impl PubSub {
         self.reg.lock().map(kind).get(name).map_or(0, Vec::len)
     }
 
+    /// True if client `id` subscribes to `name` (client-side caching sends a RESP2
+    /// redirect target its invalidations only while it listens, `crate::tracking`).
+    pub(crate) fn listens(&self, kind: Kind, name: &[u8], id: u64) -> bool {
+        self.reg
+            .lock()
+            .map(kind)
+            .get(name)
+            .is_some_and(|subs| subs.iter().any(|m| m.id == id))
+    }
+
     /// Distinct patterns subscribed to (`PUBSUB NUMPAT`).
     pub(crate) fn numpat(&self) -> usize {
         self.reg.lock().patterns.len()
