@@ -87,7 +87,7 @@ impl Databases {
                 "ERR the database map is damaged ({why}); run `cascade verify`"
             ))
         };
-        if v.len() % 2 != 0 {
+        if !v.len().is_multiple_of(2) {
             return Err(bad("odd length"));
         }
         let mut map: Vec<u16> = v

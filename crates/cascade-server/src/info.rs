@@ -408,16 +408,16 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     let s = "keyspace";
     let (mut keys, mut expires) = (0, 0);
     for db in 0..shared.store.dbs().count() {
-        let (k, e) = (shared.store.key_count(db), shared.store.expires_count(db));
-        if k > 0 {
+        let (dbk, dbe) = (shared.store.key_count(db), shared.store.expires_count(db));
+        if dbk > 0 {
             l.info(
                 s,
                 &format!("db{db}"),
-                format!("keys={k},expires={e},avg_ttl=0"),
+                format!("keys={dbk},expires={dbe},avg_ttl=0"),
             );
         }
-        keys += k;
-        expires += e;
+        keys += dbk;
+        expires += dbe;
     }
     l.both(s, "", "cascade_keys", Gauge, "Keys (DBSIZE).", keys);
     l.both(

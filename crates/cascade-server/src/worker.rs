@@ -630,9 +630,8 @@ fn apply_reply_mode(
     let push = idx.is_some_and(|i| commands.specs[i].flags.contains(&"pubsub"))
         && idx.is_some_and(|i| commands.specs[i].name.contains("subscribe"));
     let silent = match before {
-        ReplyMode::Off | ReplyMode::Skip => client.reply_mode != ReplyMode::On,
         ReplyMode::SkipThis => true,
-        ReplyMode::On => client.reply_mode != ReplyMode::On,
+        ReplyMode::On | ReplyMode::Off | ReplyMode::Skip => client.reply_mode != ReplyMode::On,
     };
     if silent && !push {
         out.buf.truncate(mark);

@@ -135,7 +135,7 @@ fn a_subscriber_that_never_reads_is_disconnected_at_its_limit() {
             break; // The subscriber is gone.
         }
         assert!(Instant::now() < deadline, "never disconnected");
-        if published % 64 == 0 {
+        if published.is_multiple_of(64) {
             std::thread::sleep(Duration::from_millis(10));
         }
     }

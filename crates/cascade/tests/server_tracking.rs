@@ -89,7 +89,7 @@ fn redirect_to_a_resp2_subscriber_then_broken() {
     assert_eq!(t.cmd(&["CLIENT", "TRACKING", "on", "REDIRECT", &id]), ok());
     assert_eq!(
         t.cmd(&["CLIENT", "GETREDIR"]),
-        Reply::Int(id.parse().unwrap())
+        Reply::Int(id.parse().expect("client id"))
     );
     let mut w = srv.connect();
     w.cmd(&["MSET", "a", "1", "b", "1"]);
@@ -123,7 +123,7 @@ fn redirect_to_a_resp2_subscriber_then_broken() {
         pushed,
         Some(vec![
             bulk("tracking-redir-broken"),
-            Reply::Int(id.parse().unwrap())
+            Reply::Int(id.parse().expect("client id"))
         ])
     );
 }
@@ -219,7 +219,7 @@ fn a_tracking_cache_is_never_left_stale() {
     }
     stop.store(true, Ordering::Relaxed);
     for w in writers {
-        w.join().unwrap();
+        w.join().expect("writer thread");
     }
     // Every write has replied, so every invalidation is queued: drain up to PONG.
     t.send(&[b"PING"]);

@@ -51,6 +51,10 @@ pub(crate) mod lists;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod multi;
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "every handler has the table's signature, even one that cannot fail"
+)]
 pub(crate) mod pubsub;
 pub(crate) mod random;
 pub(crate) mod scan;

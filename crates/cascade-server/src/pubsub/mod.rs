@@ -185,7 +185,7 @@ impl PubSub {
             for mb in subs {
                 let resp3 = mb.resp3();
                 mb.deliver(limit, |b| {
-                    frame(b, resp3, &[b"pmessage", pat, channel, msg])
+                    frame(b, resp3, &[b"pmessage", pat, channel, msg]);
                 });
                 n += 1;
             }
