@@ -11,6 +11,7 @@
 //! | `0x05`    | `05 expire_at_ms u64 BE, key`            | empty (expiry queue)          |
 //! | `0x06`    | `06 len(key), key, member`               | empty (set member)            |
 //! | `0x07`    | `07 len(key), key, index u64 BE`         | list element                  |
+//! | `0x0C`    | `0C library name`                        | function library source (`scripting/functions.rs`) |
 //!
 //! Invariants: a user key exists iff its `0x01` entry exists; the `0x01` entries are in
 //! user-key order, so `SCAN`, `KEYS` and `CASCADE.RANGE` are range scans of namespace
@@ -36,6 +37,8 @@ pub(crate) const NS_EXPIRE: u8 = 0x05;
 pub(crate) const NS_SET: u8 = 0x06;
 /// List elements by index.
 pub(crate) const NS_LIST: u8 = 0x07;
+/// Function libraries (FUNCTION LOAD): not user keys; FLUSHALL keeps them.
+pub(crate) const NS_FUNCTION: u8 = 0x0C;
 /// Index of the first element of a new list: the middle of the u64 range, so a list
 /// can grow 2^63 elements in either direction.
 pub(crate) const LIST_START: u64 = 1 << 63;

@@ -12,7 +12,7 @@
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
-//!   handlers);
+//!   handlers), `scripting/` (Lua scripts and functions on their own thread);
 //! - `worker` (event loops), `http` (Prometheus endpoint), `server` (acceptor, ticker,
 //!   shutdown).
 //!
@@ -44,6 +44,7 @@ mod keyspace;
 mod metrics;
 mod notify;
 pub mod resp;
+mod scripting;
 mod server;
 mod shared;
 mod store;

@@ -39,6 +39,7 @@ use crate::keyspace::{
     self, expire_key, meta_key, now_ms, prefix_end, sub_prefix, Meta, Type, NS_EXPIRE, NS_META,
 };
 use crate::notify::Notify;
+use crate::scripting::gate::Gate;
 use crate::resp::reply::{self, Out};
 
 const STRIPES: usize = 1024;
@@ -55,6 +56,8 @@ pub(crate) struct Store {
     notify: Notify,
     /// SCAN, SSCAN, HSCAN and ZSCAN cursors.
     cursors: Cursors,
+    /// Scripts run alone: data commands hold it shared (`scripting/gate.rs`).
+    gate: Gate,
 }
 
 impl std::fmt::Debug for Store {
@@ -79,6 +82,7 @@ impl Store {
             expired_keys: AtomicI64::new(0),
             notify: Notify::default(),
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
+            gate: Gate::default(),
         };
         let (mut keys, mut expires) = (0i64, 0i64);
         let mut it = store.db.iter_bounds(
@@ -125,6 +129,11 @@ impl Store {
     /// Key-change notifications.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
+    }
+
+    /// The script gate.
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// The SCAN cursor table.
@@ -225,6 +234,7 @@ impl Store {
             let Some((at, key)) = keyspace::parse_expire_key(&qk) else {
                 continue;
             };
+            let _gate = self.gate.enter()?;
             let _g = self.lock_many([key]);
             let mut tx = Tx::new(self);
             match tx.raw_meta(key)? {
@@ -243,18 +253,23 @@ impl Store {
         Ok(n)
     }
 
-    /// Deletes every key. The caller holds every stripe lock.
+    /// Deletes every key (function libraries stay, as in Redis). The caller holds
+    /// every stripe lock.
     fn flush_all(&self) -> CmdResult<()> {
-        loop {
-            let chunk = self.db.scan(None, None, 4096)?;
-            if chunk.is_empty() {
-                break;
+        let keep = [keyspace::NS_FUNCTION];
+        let after = [keyspace::NS_FUNCTION + 1];
+        for (lo, hi) in [(None, Some(&keep[..])), (Some(&after[..]), None)] {
+            loop {
+                let chunk = self.db.scan(lo, hi, 4096)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                let mut b = WriteBatch::new();
+                for (k, _) in chunk {
+                    b.delete(k);
+                }
+                self.db.write(&b)?;
             }
-            let mut b = WriteBatch::new();
-            for (k, _) in chunk {
-                b.delete(k);
-            }
-            self.db.write(&b)?;
         }
         self.keys.store(0, Ordering::Relaxed);
         self.expires.store(0, Ordering::Relaxed);

@@ -283,11 +283,17 @@ impl Worker {
                 continue;
             }
             let authed = self.shared.config.requirepass.lock().is_none();
+            let mut client = Client::new(id, peer.to_string(), authed);
+            let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
+            client.wake = Some(Arc::new(move || {
+                woken.lock().push(token);
+                let _ = waker.wake();
+            }));
             self.conns.insert(
                 token,
                 Conn {
                     sock,
-                    client: Client::new(id, peer.to_string(), authed),
+                    client,
                     parser: Parser::new(if authed { limits } else { UNAUTHED }),
                     inbuf: Vec::new(),
                     rpos: 0,
@@ -348,6 +354,12 @@ impl Worker {
             if was_parked {
                 retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
             }
+            // A script's reply came back from the script thread: it goes out in order.
+            if let Some(r) = c.client.script.as_ref().and_then(|s| s.take()) {
+                c.out.buf.extend_from_slice(&r);
+                c.client.script = None;
+                more = true;
+            }
             let env = Env {
                 shared: &self.shared,
                 commands: &self.commands,
@@ -356,7 +368,7 @@ impl Worker {
                 park: &self.park,
                 token: *t,
             };
-            c.backlog = c.parked.is_none() && execute(c, &env);
+            c.backlog = c.parked.is_none() && c.client.script.is_none() && execute(c, &env);
             match (was_parked, c.parked.is_some()) {
                 (false, true) => self.parked += 1,
                 (true, false) => self.parked -= 1,
@@ -724,6 +736,11 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 let was_authed = ctx.client.authed;
                 let ran = dispatch(&mut ctx, cmd);
                 let raise = !was_authed && client.authed;
+                if client.script.is_some() {
+                    // Handed to the script thread: the rest waits for its reply.
+                    stats.record(ran.idx, ran.failed, t.elapsed());
+                    break;
+                }
                 if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
                     blocked = Some((cmd.clone(), idx, timeout));
                     break;

@@ -46,6 +46,7 @@ pub(crate) mod lists;
 pub(crate) mod multi;
 pub(crate) mod random;
 pub(crate) mod scan;
+pub(crate) mod scripting;
 pub(crate) mod sets;
 pub(crate) mod sort;
 pub(crate) mod strings;
@@ -73,7 +74,6 @@ use crate::store::{Store, Tx};
 pub(crate) use args::{float_arg, int_arg, is, parse_i64};
 
 /// Per-connection state that commands read and change.
-#[derive(Debug)]
 #[expect(
     clippy::struct_excessive_bools,
     reason = "independent connection states, as Redis's client flags"
@@ -99,6 +99,20 @@ pub(crate) struct Client {
     pub(crate) dirty: Arc<AtomicBool>,
     /// The command now running is a parked blocking command run again.
     pub(crate) retrying: bool,
+    /// A scripting command handed to the script thread: the connection waits for
+    /// this reply before running its next command.
+    pub(crate) script: Option<Arc<crate::scripting::Slot>>,
+    /// Wakes this connection's worker (set by the worker; `None`: wait in place).
+    pub(crate) wake: Option<crate::notify::WakeFn>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -115,6 +129,8 @@ impl Client {
             watched: Vec::new(),
             dirty: Arc::new(AtomicBool::new(false)),
             retrying: false,
+            script: None,
+            wake: None,
         }
     }
 
@@ -297,7 +313,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
     t.extend_from_slice(multi::SPECS);
-    t.extend_from_slice(unsupported::SPECS);
+    t.extend_from_slice(scripting::SPECS);
     t.extend_from_slice(keys::SPECS);
     t.extend_from_slice(sort::SPECS);
     t.extend_from_slice(dump::SPECS);
@@ -385,6 +401,15 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         return Ran::done(None, true);
     };
     let spec = ctx.commands.specs[i];
+    if let Some(busy) = ctx.shared.store.gate().busy() {
+        if !scripting::ALLOW_BUSY.contains(&spec.name) {
+            if ctx.client.multi.is_some() {
+                ctx.client.multi_failed = true;
+            }
+            reply::error(ctx.out, busy);
+            return Ran::done(Some(i), true);
+        }
+    }
     if !ctx.client.authed && !NO_AUTH.contains(&spec.name) {
         reply::error(ctx.out, "NOAUTH Authentication required.");
         return Ran::done(Some(i), true);
@@ -446,6 +471,7 @@ pub(crate) fn run_data(
     out: &mut Out,
     retry: bool,
 ) -> CmdResult<()> {
+    let _gate = store.gate().enter()?;
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),

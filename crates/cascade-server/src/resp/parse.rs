@@ -151,8 +151,7 @@ impl Command {
             .map(move |&(s, e)| self.data.get(s..e).unwrap_or(&[]))
     }
 
-    /// A command made of `args` (tests).
-    #[cfg(test)]
+    /// A command made of `args` (tests, and `redis.call` in scripts).
     pub(crate) fn from_args<A: AsRef<[u8]>>(args: &[A]) -> Command {
         let mut c = Command::default();
         for a in args {
