@@ -265,7 +265,7 @@ mod tests {
         );
         let e = k.raw(&["EVAL_RO", "return redis.call('set','x','1')", "0"]);
         assert!(e.starts_with("-ERR Write commands are not allowed from read-only scripts."), "{e}");
-        k.expect(&["EVAL", "return redis.pcall('blpop','x',0)['err']", "0"], "$44\r\nERR This Redis command is not allowed from script\r\n");
+        k.expect(&["EVAL", "return redis.pcall('blpop','x',0)['err']", "0"], "$49\r\nERR This Redis command is not allowed from script\r\n");
         let e = k.raw(&["EVAL", "return os.time()", "0"]);
         assert!(e.contains("nonexistent global variable 'os'"), "{e}");
         let e = k.raw(&["EVAL", "retur 1", "0"]);

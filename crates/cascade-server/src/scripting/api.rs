@@ -154,6 +154,16 @@ pub(crate) fn call(
     Ok((true, v))
 }
 
+/// A Lua number (mlua hands integral numbers over as `Integer`).
+#[expect(clippy::cast_precision_loss, reason = "Lua 5.1 numbers are doubles")]
+pub(crate) fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => Some(*n),
+        Value::Integer(n) => Some(*n as f64),
+        _ => None,
+    }
+}
+
 /// A Lua error with `msg` as its text (the handler makes it `ERR msg`).
 pub(crate) fn lua_err(msg: &str) -> mlua::Error {
     mlua::Error::external(msg.to_string())
@@ -170,8 +180,7 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
             }
             let bytes = match &args[0] {
                 Value::String(s) => s.as_bytes().to_vec(),
-                Value::Number(n) => reply::format_double(*n).into_bytes(),
-                _ => Vec::new(),
+                v => number(v).map(|n| reply::format_double(n).into_bytes()).unwrap_or_default(),
             };
             Ok(sha1_hex(&bytes))
         })?,
@@ -188,8 +197,8 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
             if args.len() < 2 {
                 return Err(lua_err("redis.log() requires two arguments or more."));
             }
-            let level = match &args[0] {
-                Value::Number(n) if (0.0..=3.0).contains(n) => *n,
+            let level = match number(&args[0]) {
+                Some(n) if (0.0..=3.0).contains(&n) => n,
                 _ => return Err(lua_err("Invalid debug level.")),
             };
             let mut line = String::new();
@@ -199,8 +208,11 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
                 }
                 match a {
                     Value::String(s) => line.push_str(&s.to_string_lossy()),
-                    Value::Number(n) => line.push_str(&reply::format_double(*n)),
-                    _ => {}
+                    v => {
+                        if let Some(n) = number(v) {
+                            line.push_str(&reply::format_double(n));
+                        }
+                    }
                 }
             }
             if level >= 2.0 {
@@ -216,9 +228,9 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
             if args.len() != 1 {
                 return Err(lua_err("redis.setresp() requires one argument."));
             }
-            match &args[0] {
-                Value::Number(n) if *n == 2.0 || *n == 3.0 => {
-                    r3.set(*n == 3.0);
+            match number(&args[0]) {
+                Some(n) if n == 2.0 || n == 3.0 => {
+                    r3.set(n == 3.0);
                     Ok(())
                 }
                 _ => Err(lua_err("RESP version must be 2 or 3.")),
@@ -231,8 +243,8 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
             if args.len() != 1 {
                 return Err(lua_err("redis.set_repl() requires two arguments."));
             }
-            match &args[0] {
-                Value::Number(n) if (0.0..=3.0).contains(n) && n.fract() == 0.0 => Ok(()),
+            match number(&args[0]) {
+                Some(n) if (0.0..=3.0).contains(&n) && n.fract() == 0.0 => Ok(()),
                 _ => Err(lua_err(
                     "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
                 )),
@@ -258,6 +270,25 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
         "killed",
         lua.create_function(move |_, ()| {
             Ok(s.upgrade().is_some_and(|s| s.store.gate().kill_requested()))
+        })?,
+    )?;
+    h.set(
+        "where",
+        lua.create_function(|lua, ()| {
+            for level in 0..200 {
+                let found = lua.inspect_stack(level, |d| {
+                    let s = d.source();
+                    let src = s.source.as_deref().unwrap_or("");
+                    (s.what != "C" && src.starts_with("@user_"))
+                        .then(|| (src.to_string(), d.current_line()))
+                });
+                match found {
+                    None => break,
+                    Some(Some((src, line))) => return Ok((Some(src), line)),
+                    Some(None) => {}
+                }
+            }
+            Ok((None, None))
         })?,
     )?;
     h.set("version", crate::REDIS_COMPAT_VERSION)?;

@@ -45,10 +45,7 @@ pub(crate) fn reply_to_lua(lua: &Lua, b: &[u8], pos: &mut usize) -> mlua::Result
     Ok(match kind {
         b':' => Value::Number(num(line)? as f64),
         b'+' => single("ok", Value::String(lua.create_string(line)?))?,
-        b'-' => {
-            let t = error_table(lua, line)?;
-            Value::Table(t)
-        }
+        b'-' => Value::Table(error_table(lua, &b[end - line.len() - 1..end])?),
         b'$' | b'=' => {
             let n = num(line)?;
             if n < 0 {
@@ -194,7 +191,7 @@ fn write_table(t: &Table, out: &mut Out, resp3: bool, depth: usize) {
         reply::simple(out, &s);
         return;
     }
-    if let Value::Number(d) = field(t, "double") {
+    if let Some(d) = super::api::number(&field(t, "double")) {
         reply::double(out, d);
         return;
     }
@@ -278,7 +275,8 @@ mod tests {
             (b"-WRONGTYPE x y\r\n", b"-WRONGTYPE x y\r\n"),
             (b"*2\r\n:1\r\n$1\r\na\r\n", b"*2\r\n:1\r\n$1\r\na\r\n"),
             (b"$-1\r\n", b"$-1\r\n"),
-            (b"*3\r\n:1\r\n$-1\r\n:3\r\n", b"*1\r\n:1\r\n"),
+            // A null inside an array is `false` in Lua: nothing is cut.
+            (b"*3\r\n:1\r\n$-1\r\n:3\r\n", b"*3\r\n:1\r\n$-1\r\n:3\r\n"),
         ] {
             out.buf.clear();
             let v = roundtrip(&lua, resp);

@@ -2,8 +2,8 @@
 //! and the run of one script (gate, hook, transaction, reply).
 //!
 //! The Lua state is created once (and again on `SCRIPT FLUSH`, as Redis resets its
-//! interpreter): the standard libraries Redis loads (base, table, string, math, debug
-//! for the prelude only), Redis's libraries (`libs/`), then `prelude.lua`, which builds
+//! interpreter): the standard libraries Redis loads (base, table, string, math; not
+//! debug, which `mlua` keeps to its unsafe constructor), Redis's libraries (`libs/`), then `prelude.lua`, which builds
 //! the `redis` table, makes library tables read-only and returns the sandboxed global
 //! environment scripts run in (undeclared reads and every write fail as in Redis).
 //!
@@ -60,7 +60,7 @@ impl Lvm {
     /// A fresh interpreter with Redis's libraries, API and sandbox.
     pub(crate) fn new(shared: &Arc<Shared>) -> mlua::Result<Lvm> {
         let lua = Lua::new_with(
-            StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
         super::libs::install(&lua)?;
@@ -456,6 +456,7 @@ pub(crate) fn error_reply(v: &Value, name: &str) -> Vec<u8> {
         match t.raw_get::<Value>(k).ok()? {
             Value::String(s) => Some(s.to_string_lossy()),
             Value::Number(n) => Some(reply::format_double(n)),
+            Value::Integer(n) => Some(n.to_string()),
             _ => None,
         }
     };

@@ -107,6 +107,7 @@ fn registration(args: &MultiValue) -> mlua::Result<Func> {
     let string = |v: &Value| match v {
         Value::String(s) => Some(s.to_string_lossy()),
         Value::Number(n) => Some(reply::format_double(*n)),
+        Value::Integer(n) => Some(n.to_string()),
         _ => None,
     };
     match args.len() {

@@ -4,7 +4,6 @@
 -- except through the `redis` table and the overridden pcall/xpcall.
 local H = ...
 local G = _G
-local dbg = debug
 local opcall, oxpcall, unpack, select, type, tostring, error, setmetatable, rawget, rawset =
   pcall, xpcall, unpack, select, type, tostring, error, setmetatable, rawget, rawset
 local sub, match, gsub = string.sub, string.match, string.gsub
@@ -16,17 +15,7 @@ local function bind(f) raw = f end
 -- Redis's error handler: an error becomes {err=..., source=..., line=...}, with the
 -- position of the innermost frame of user code.
 local function handler(err)
-  local src, line
-  local lvl = 2
-  while true do
-    local i = dbg.getinfo(lvl, 'Sl')
-    if not i then break end
-    if i.what ~= 'C' and type(i.source) == 'string' and sub(i.source, 1, 6) == '@user_' then
-      src, line = i.source, i.currentline
-      break
-    end
-    lvl = lvl + 1
-  end
+  local src, line = H.where()
   if type(err) ~= 'table' then
     local s = tostring(err)
     if type(err) == 'userdata' then
