@@ -157,14 +157,22 @@ fn function(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         );
         return Ok(());
     }
-    let known = ["load", "list", "delete", "flush", "dump", "restore"]
-        .iter()
-        .any(|s| is(sub, s));
-    if !known {
+    let arity: &[(&str, usize, usize)] = &[
+        ("load", 3, usize::MAX),
+        ("list", 2, usize::MAX),
+        ("delete", 3, 3),
+        ("flush", 2, 3),
+        ("dump", 2, 2),
+        ("restore", 3, 4),
+    ];
+    let Some(&(_, lo, hi)) = arity.iter().find(|(s, _, _)| is(sub, s)) else {
         return Err(unknown_subcommand(sub, "function"));
-    }
-    if is(sub, "load") && c.len() < 3 {
-        return Err(CmdError::Msg(super::arity_error("function|load")));
+    };
+    if c.len() < lo || c.len() > hi {
+        return Err(CmdError::Msg(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(sub)
+        )));
     }
     submit(ctx, c)
 }

@@ -259,7 +259,7 @@ impl Engine {
         let name = c.arg(0).to_ascii_lowercase();
         let by_sha = name.starts_with(b"evalsha");
         let ro_cmd = name.ends_with(b"_ro");
-        let (keys, argv) = match key_split(c) {
+        let (keys, argv) = match key_split(c, "ERR value is not an integer or out of range") {
             Ok(v) => v,
             Err(e) => return reply::error(out, &e),
         };
@@ -427,9 +427,12 @@ impl Engine {
 }
 
 /// Splits EVAL/FCALL arguments into keys and args (numkeys at 2).
-pub(crate) fn key_split(c: &Command) -> Result<(Vec<&[u8]>, Vec<&[u8]>), String> {
+pub(crate) fn key_split<'c>(
+    c: &'c Command,
+    not_int: &str,
+) -> Result<(Vec<&'c [u8]>, Vec<&'c [u8]>), String> {
     let Some(n) = parse_i64(c.arg(2)) else {
-        return Err("ERR value is not an integer or out of range".into());
+        return Err(not_int.into());
     };
     let rest = c.len() - 3;
     if n < 0 {

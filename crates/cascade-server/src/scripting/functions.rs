@@ -54,7 +54,12 @@ impl Libraries {
         self.libs
             .values()
             .flat_map(|l| l.functions.iter())
-            .find(|f| f.name == name)
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The stored spelling of a library name (names ignore case).
+    fn lib_name(&self, name: &str) -> Option<String> {
+        self.libs.keys().find(|k| k.eq_ignore_ascii_case(name)).cloned()
     }
 
     fn function_count(&self) -> usize {
@@ -78,11 +83,10 @@ fn metadata(code: &[u8]) -> Result<String, String> {
         .position(|&b| b == b'\n')
         .ok_or_else(|| "ERR Invalid library metadata".to_string())?;
     let line = String::from_utf8_lossy(&code[2..end]).into_owned();
-    let mut parts = line.split_ascii_whitespace();
-    let engine = parts.next().ok_or("ERR Invalid library metadata")?;
+    let (engine, rest) = line.split_once([' ', '\t']).unwrap_or((&line, ""));
     let mut name = None;
-    for p in parts {
-        match p.strip_prefix("name=") {
+    for p in rest.split_ascii_whitespace() {
+        match p.strip_prefix("name=").map(|n| n.trim_matches('"')) {
             Some(n) if name.is_none() => name = Some(n.to_string()),
             Some(_) => {
                 return Err(
@@ -96,7 +100,7 @@ fn metadata(code: &[u8]) -> Result<String, String> {
     if !valid_name(&name) {
         return Err(BAD_NAME.into());
     }
-    if engine != "lua" {
+    if !engine.eq_ignore_ascii_case("lua") {
         return Err(format!("ERR Engine '{engine}' not found"));
     }
     Ok(name)
@@ -206,7 +210,7 @@ fn compile_library(vm: &Lvm, code: &[u8]) -> Result<(String, Library), String> {
                 return Err(lua_err(&BAD_NAME[4..]));
             }
             let mut s = sink.borrow_mut();
-            if s.iter().any(|g| g.name == f.name) {
+            if s.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name)) {
                 return Err(lua_err("Function already exists in the library"));
             }
             s.push(f);
@@ -322,7 +326,7 @@ impl Engine {
         let Some(f) = self.libs.find(&fname).cloned() else {
             return reply::error(out, "ERR Function not found");
         };
-        let (keys, argv) = match key_split(c) {
+        let (keys, argv) = match key_split(c, "ERR Bad number of keys provided") {
             Ok(v) => v,
             Err(e) => return reply::error(out, &e),
         };
@@ -367,7 +371,7 @@ impl Engine {
             self.function_list(c, out)
         } else if is(sub, "delete") && c.len() == 3 {
             let name = String::from_utf8_lossy(c.arg(2)).into_owned();
-            if self.libs.libs.contains_key(&name) {
+            if let Some(name) = self.libs.lib_name(&name) {
                 Self::persist(shared, std::slice::from_ref(&name), &[]).map(|()| {
                     self.libs.libs.remove(&name);
                     reply::ok(out);
@@ -429,17 +433,21 @@ impl Engine {
     /// function name taken by another library always fails.
     fn join(&mut self, new: Vec<(String, Library)>, replace: bool) -> Result<(), String> {
         for (name, _) in &new {
-            if !replace && self.libs.libs.contains_key(name) {
-                return Err(format!("ERR Library '{name}' already exists"));
+            if let Some(old) = self.libs.lib_name(name) {
+                if !replace {
+                    return Err(format!("ERR Library '{name}' already exists"));
+                }
+                if old != *name {
+                    self.libs.libs.remove(&old);
+                }
             }
         }
         for (name, lib) in &new {
             for f in &lib.functions {
-                let clash = self
-                    .libs
-                    .libs
-                    .iter()
-                    .any(|(n, l)| n != name && l.functions.iter().any(|g| g.name == f.name));
+                let clash = self.libs.libs.iter().any(|(n, l)| {
+                    !n.eq_ignore_ascii_case(name)
+                        && l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))
+                });
                 if clash {
                     return Err(format!("ERR Function {} already exists", f.name));
                 }

@@ -98,12 +98,23 @@ redis.REDIS_VERSION = H.version
 redis.REDIS_VERSION_NUM = H.version_num
 
 -- A read-only view of a table: reads see it, writes fail as Redis's readonly tables.
+local protected = setmetatable({}, {__mode = 'k'})
+local function ro_fail() error('Attempt to modify a readonly table', 3) end
+-- What getmetatable shows of a protected table: itself read-only.
+local shown_mt = setmetatable({}, {__newindex = function() error('Attempt to modify a readonly table', 2) end})
 local function readonly(t)
-  return setmetatable({}, {
+  local p = setmetatable({}, {
     __index = t,
     __newindex = function() error('Attempt to modify a readonly table', 2) end,
-    __metatable = false,
+    __metatable = shown_mt,
   })
+  protected[p] = true
+  return p
+end
+local osetmetatable = setmetatable
+G.setmetatable = function(t, mt)
+  if protected[t] then ro_fail() end
+  return osetmetatable(t, mt)
 end
 
 G.redis = readonly(redis)
@@ -111,44 +122,63 @@ for _, lib in ipairs({'string', 'table', 'math', 'cjson', 'bit', 'struct', 'cmsg
   if rawget(G, lib) then rawset(G, lib, readonly(rawget(G, lib))) end
 end
 G.dofile, G.loadfile = nil, nil
-G.os, G.io, G.package, G.require, G.module, G.newproxy, G.gcinfo = nil, nil, nil, nil, nil, nil, nil
+G.print, G.os, G.io, G.package, G.require, G.module, G.newproxy, G.gcinfo = nil, nil, nil, nil, nil, nil, nil
 -- Scripts reach the debug library only through the names Redis keeps.
 G.debug = nil
 
 -- The globals scripts see: reads of undeclared names fail, writes fail.
-local function sandbox(base, extra)
-  local env = extra or {}
-  return setmetatable(env, {
+-- `holder.base` is where reads go (the real globals, or during FUNCTION LOAD a
+-- table with `redis` only).
+local function sandbox(holder)
+  local env = {}
+  setmetatable(env, {
     __index = function(_, k)
-      local v = base[k]
+      if k == '_G' then return env end
+      local v = holder.base[k]
       if v == nil then
         error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
       end
       return v
     end,
     __newindex = function() error('Attempt to modify a readonly table', 2) end,
-    __metatable = false,
+    __metatable = shown_mt,
   })
+  protected[env] = true
+  return env
 end
 
-local eval_env = sandbox(G)
+local eval_env = sandbox({base = G})
 
--- The environment of a function library while FUNCTION LOAD runs its code: `redis`
--- offers register_function, log and the constants only.
+local holders = setmetatable({}, {__mode = 'k'})
+-- The environment of a function library while FUNCTION LOAD runs its code: only
+-- `redis`, offering register_function, log and the constants.
 local function load_env(register)
   local api = {
     register_function = register,
     log = H.log,
     LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
     REDIS_VERSION = H.version, REDIS_VERSION_NUM = H.version_num,
-    setresp = H.setresp,
   }
-  return sandbox(G, {redis = readonly(api)})
+  local holder = {base = {redis = sandbox({base = api})}}
+  local env = sandbox(holder)
+  holders[env] = holder
+  return env
 end
 
--- After loading, the library's functions see the full `redis` API.
+-- After loading, the library's functions see every global and the full API.
 local function finish_env(env)
-  rawset(env, 'redis', G.redis)
+  local h = holders[env]
+  if h then h.base = G end
 end
+
+-- Binary chunks are refused; text chunks run in the scripts' sandbox.
+local oloadstring, setfenv = loadstring, setfenv
+G.loadstring = function(s, name)
+  if type(s) == 'string' and sub(s, 1, 1) == '\27' then return nil, 'binary chunks are not allowed' end
+  local f, e = oloadstring(s, name)
+  if f then setfenv(f, eval_env) end
+  return f, e
+end
+G.load = nil
 
 return bind, run, eval_env, load_env, finish_env

@@ -1,9 +1,10 @@
 //! The libraries Redis ships with its Lua, written in Rust as Lua functions:
-//! `bit` (LuaBitOp) and `cjson` (`cmsgpack` and `struct` are not offered yet). Each file installs one global
+//! `bit` (LuaBitOp), `cjson` and `cmsgpack` (`struct` is not offered yet). Each file installs one global
 //! table; the prelude then makes the tables read-only.
 
 pub(crate) mod bit;
 pub(crate) mod cjson;
+pub(crate) mod cmsgpack;
 
 use mlua::Lua;
 
@@ -12,6 +13,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.set("bit", bit::table(lua)?)?;
     g.set("cjson", cjson::table(lua)?)?;
+    g.set("cmsgpack", cmsgpack::table(lua)?)?;
     Ok(())
 }
 
