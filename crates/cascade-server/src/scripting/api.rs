@@ -85,17 +85,17 @@ pub(crate) struct RunCtx<'s> {
 pub(crate) fn call(
     lua: &Lua,
     run: &RefCell<RunCtx<'_>>,
-    args: MultiValue,
+    (n, args): (usize, Table),
 ) -> mlua::Result<(bool, Value)> {
     let fail = |msg: &str| -> mlua::Result<(bool, Value)> {
         Ok((false, Value::Table(convert::error_table(lua, msg.as_bytes())?)))
     };
-    if args.is_empty() {
+    if n == 0 {
         return fail("Please specify at least one argument for this redis lib call");
     }
-    let mut argv: Vec<Vec<u8>> = Vec::with_capacity(args.len());
-    for a in &args {
-        match a {
+    let mut argv: Vec<Vec<u8>> = Vec::with_capacity(n);
+    for i in 1..=n {
+        match &args.raw_get::<Value>(i)? {
             Value::String(s) => argv.push(s.as_bytes().to_vec()),
             Value::Number(n) => argv.push(reply::format_double(*n).into_bytes()),
             Value::Integer(n) => argv.push(n.to_string().into_bytes()),

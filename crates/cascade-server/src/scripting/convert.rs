@@ -222,37 +222,43 @@ fn write_table(t: &Table, out: &mut Out, resp3: bool, depth: usize) {
             return;
         }
     }
+    // Elements are visited one at a time (holding many Lua values at once would
+    // exhaust Lua 5.1's reference stack); the count comes from a first pass.
     if let Value::Table(m) = field(t, "map") {
-        let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().filter_map(Result::ok).collect();
-        reply::map_header(out, pairs.len());
-        for (k, v) in &pairs {
-            write_value(k, out, resp3, depth + 1);
-            write_value(v, out, resp3, depth + 1);
-        }
+        let mut n = 0usize;
+        let _ = m.for_each(|_: Value, _: Value| {
+            n += 1;
+            Ok(())
+        });
+        reply::map_header(out, n);
+        let _ = m.for_each(|k: Value, v: Value| {
+            write_value(&k, out, resp3, depth + 1);
+            write_value(&v, out, resp3, depth + 1);
+            Ok(())
+        });
         return;
     }
     if let Value::Table(s) = field(t, "set") {
-        let keys: Vec<Value> = s
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(k, _)| k)
-            .collect();
-        reply::set_header(out, keys.len());
-        for k in &keys {
-            write_value(k, out, resp3, depth + 1);
-        }
+        let mut n = 0usize;
+        let _ = s.for_each(|_: Value, _: Value| {
+            n += 1;
+            Ok(())
+        });
+        reply::set_header(out, n);
+        let _ = s.for_each(|k: Value, _: Value| {
+            write_value(&k, out, resp3, depth + 1);
+            Ok(())
+        });
         return;
     }
-    let mut items = Vec::new();
-    for i in 1.. {
-        match t.raw_get::<Value>(i) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(v),
-        }
+    let mut n = 0usize;
+    while !matches!(t.raw_get::<Value>(n + 1), Ok(Value::Nil) | Err(_)) {
+        n += 1;
     }
-    reply::array_header(out, items.len());
-    for v in &items {
-        write_value(v, out, resp3, depth + 1);
+    reply::array_header(out, n);
+    for i in 1..=n {
+        let v = t.raw_get::<Value>(i).unwrap_or(Value::Nil);
+        write_value(&v, out, resp3, depth + 1);
     }
 }
 

@@ -197,6 +197,7 @@ impl Engine {
             _ => reply::error(out, "ERR unknown scripting command"),
         }
         *shared.scripts.counts.lock() = self.counts();
+        *shared.scripts.cached.lock() = u64::try_from(self.scripts.len()).unwrap_or(u64::MAX);
     }
 
     /// Compiles an EVAL body (cached by SHA-1); returns the SHA.
@@ -357,7 +358,7 @@ impl Engine {
         let vm = &self.vm;
         let res = vm.lua.scope(|scope| {
             let runner =
-                scope.create_function(|lua, args: MultiValue| api::call(lua, &ctx, args))?;
+                scope.create_function(|lua, args: (usize, Table)| api::call(lua, &ctx, args))?;
             vm.bind.call::<()>(runner)?;
             let mut call_args = MultiValue::new();
             call_args.push_back(Value::Function(spec.func.clone()));

@@ -201,10 +201,16 @@ fn registration(args: &MultiValue) -> mlua::Result<Func> {
 fn compile_library(vm: &Lvm, code: &[u8]) -> Result<(String, Library), String> {
     let name = metadata(code)?;
     let found: Rc<RefCell<Vec<Func>>> = Rc::default();
-    let sink = found.clone();
+    let loading = Rc::new(std::cell::Cell::new(true));
+    let (sink, open) = (found.clone(), loading.clone());
     let register = vm
         .lua
         .create_function(move |_, args: MultiValue| {
+            if !open.get() {
+                return Err(lua_err(
+                    "redis.register_function can only be called on FUNCTION LOAD command",
+                ));
+            }
             let f = registration(&args)?;
             if !valid_name(&f.name) {
                 return Err(lua_err(&BAD_NAME[4..]));
@@ -242,6 +248,7 @@ fn compile_library(vm: &Lvm, code: &[u8]) -> Result<(String, Library), String> {
     );
     let r = vm.run.call::<(bool, Value)>(func);
     vm.lua.remove_hook();
+    loading.set(false);
     let (ok, v) = r.map_err(|e| format!("ERR {}", lua_message(&e)))?;
     if !ok {
         let msg = match &v {
@@ -420,7 +427,7 @@ impl Engine {
             return Err("ERR Function code is missing".into());
         }
         let (name, lib) = compile_library(&self.vm, c.arg(i))?;
-        self.join(vec![(name.clone(), lib)], replace)?;
+        self.join(vec![(name.clone(), lib)], replace, true)?;
         if let Err(e) = Self::persist(shared, &[], &[(&name, c.arg(i))]) {
             self.libs.libs.remove(&name);
             return Err(e);
@@ -431,11 +438,15 @@ impl Engine {
 
     /// Adds libraries, all or none: an existing name fails unless `replace`, and a
     /// function name taken by another library always fails.
-    fn join(&mut self, new: Vec<(String, Library)>, replace: bool) -> Result<(), String> {
+    fn join(&mut self, new: Vec<(String, Library)>, replace: bool, quoted: bool) -> Result<(), String> {
         for (name, _) in &new {
             if let Some(old) = self.libs.lib_name(name) {
                 if !replace {
-                    return Err(format!("ERR Library '{name}' already exists"));
+                    return Err(if quoted {
+                        format!("ERR Library '{name}' already exists")
+                    } else {
+                        format!("ERR Library {name} already exists")
+                    });
                 }
                 if old != *name {
                     self.libs.libs.remove(&old);
@@ -574,7 +585,7 @@ impl Engine {
         if policy != b"flush" {
             self.libs.libs = saved.clone();
         }
-        if let Err(e) = self.join(libs, policy == b"replace") {
+        if let Err(e) = self.join(libs, policy == b"replace", false) {
             self.libs.libs = saved;
             return Err(e);
         }

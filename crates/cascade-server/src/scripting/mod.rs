@@ -100,6 +100,8 @@ pub(crate) struct Handle {
     tx: OnceLock<Mutex<Sender<Job>>>,
     /// Libraries and functions loaded (FUNCTION STATS), set by the script thread.
     pub(crate) counts: Mutex<(usize, usize)>,
+    /// EVAL scripts cached (INFO `number_of_cached_scripts`).
+    pub(crate) cached: Mutex<u64>,
     /// The running script's name and command (FUNCTION STATS).
     pub(crate) running: Mutex<Option<(String, Vec<Vec<u8>>)>>,
 }

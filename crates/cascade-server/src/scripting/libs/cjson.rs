@@ -96,24 +96,25 @@ fn encode(v: &Value, s: &Settings, depth: usize, out: &mut Vec<u8>) -> mlua::Res
 }
 
 fn encode_table(t: &Table, s: &Settings, depth: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
-    let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-    let mut max = 0usize;
-    let mut array = true;
-    for (k, _) in &pairs {
+    let (mut count, mut max, mut array) = (0usize, 0usize, true);
+    t.for_each(|k: Value, _: Value| {
+        count += 1;
         match k {
-            Value::Number(n) if *n >= 1.0 && n.fract() == 0.0 => {
-                #[expect(clippy::cast_possible_truncation, reason = "checked integral, positive")]
-                let i = *n as usize;
-                max = max.max(i);
-            }
-            Value::Integer(i) if *i >= 1 => max = max.max(usize::try_from(*i).unwrap_or(0)),
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "checked integral, positive"
+            )]
+            Value::Number(n) if n >= 1.0 && n.fract() == 0.0 => max = max.max(n as usize),
+            Value::Integer(i) if i >= 1 => max = max.max(usize::try_from(i).unwrap_or(0)),
             _ => array = false,
         }
-    }
+        Ok(())
+    })?;
     // An empty table is an object; a sparse array (more than twice as long as its
     // element count, beyond 10) is refused as Lua CJSON does.
-    if array && !pairs.is_empty() {
-        if max > 10 && max > pairs.len() * 2 {
+    if array && count > 0 {
+        if max > 10 && max > count * 2 {
             return Err(err("Cannot serialise table: excessively sparse array"));
         }
         out.push(b'[');
@@ -127,19 +128,21 @@ fn encode_table(t: &Table, s: &Settings, depth: usize, out: &mut Vec<u8>) -> mlu
         return Ok(());
     }
     out.push(b'{');
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    t.for_each(|k: Value, v: Value| {
+        if !first {
             out.push(b',');
         }
-        match k {
+        first = false;
+        match &k {
             Value::String(ks) => quote(&ks.as_bytes(), out),
             Value::Number(n) => quote(fmt14(*n).as_bytes(), out),
             Value::Integer(n) => quote(n.to_string().as_bytes(), out),
             _ => return Err(err("Cannot serialise table: table key must be a number or string")),
         }
         out.push(b':');
-        encode(v, s, depth, out)?;
-    }
+        encode(&v, s, depth, out)
+    })?;
     out.push(b'}');
     Ok(())
 }

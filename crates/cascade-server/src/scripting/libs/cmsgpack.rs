@@ -92,29 +92,41 @@ fn pack_value(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
     Ok(())
 }
 
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "array detection compares Lua numbers with the key count"
+)]
 fn pack_table(t: &Table, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
-    let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-    let mut max = 0f64;
-    let array = pairs.iter().all(|(k, _)| {
+    // Two passes, one pair at a time: holding every pair at once would exhaust Lua
+    // 5.1's reference stack on big tables.
+    let (mut count, mut max, mut array) = (0usize, 0f64, true);
+    t.for_each(|k: Value, _: Value| {
+        count += 1;
         let n = match k {
-            Value::Integer(i) => *i as f64,
-            Value::Number(n) => *n,
-            _ => return false,
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => {
+                array = false;
+                return Ok(());
+            }
         };
         max = max.max(n);
-        n >= 1.0 && n.fract() == 0.0
-    }) && max as usize == pairs.len();
-    if array {
-        pack_len(pairs.len(), (0x90, 16), &[0, 0xdc, 0xdd], out);
-        for i in 1..=pairs.len() {
+        array &= n >= 1.0 && n.fract() == 0.0;
+        Ok(())
+    })?;
+    if array && max as usize == count {
+        pack_len(count, (0x90, 16), &[0, 0xdc, 0xdd], out);
+        for i in 1..=count {
             pack_value(&t.raw_get::<Value>(i)?, level + 1, out)?;
         }
     } else {
-        pack_len(pairs.len(), (0x80, 16), &[0, 0xde, 0xdf], out);
-        for (k, v) in &pairs {
-            pack_value(k, level + 1, out)?;
-            pack_value(v, level + 1, out)?;
-        }
+        pack_len(count, (0x80, 16), &[0, 0xde, 0xdf], out);
+        t.for_each(|k: Value, v: Value| {
+            pack_value(&k, level + 1, out)?;
+            pack_value(&v, level + 1, out)
+        })?;
     }
     Ok(())
 }
