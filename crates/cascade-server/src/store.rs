@@ -39,8 +39,8 @@ use crate::keyspace::{
     self, expire_key, meta_key, now_ms, prefix_end, sub_prefix, Meta, Type, NS_EXPIRE, NS_META,
 };
 use crate::notify::Notify;
-use crate::scripting::gate::Gate;
 use crate::resp::reply::{self, Out};
+use crate::scripting::gate::Gate;
 
 const STRIPES: usize = 1024;
 

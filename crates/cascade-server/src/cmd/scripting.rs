@@ -1,5 +1,5 @@
-//! The scripting commands' table entries: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT,
-//! FUNCTION, FCALL, FCALL_RO. The work happens on the script thread (`scripting/`):
+//! The scripting commands' table entries: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`,
+//! `SCRIPT`, `FUNCTION`, `FCALL`, `FCALL_RO`. The work happens on the script thread (`scripting/`):
 //! these handlers hand the command over and leave the connection waiting for the
 //! reply (`Client::script`), or, without a worker to wake (tests, EXEC), wait in
 //! place. `SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS` and the HELP texts are
@@ -20,14 +20,78 @@ const NUMKEYS: Keys = Keys::Num { at: 2, dest: false };
 
 /// The scripting commands.
 pub(crate) static SPECS: &[Spec] = &[
-    spec("eval", -3, F, NUMKEYS, "scripting", "Runs a Lua script.", Ctl(submit)),
-    spec("evalsha", -3, F, NUMKEYS, "scripting", "Runs a cached Lua script.", Ctl(submit)),
-    spec("eval_ro", -3, F, NUMKEYS, "scripting", "Runs a read-only Lua script.", Ctl(submit)),
-    spec("evalsha_ro", -3, F, NUMKEYS, "scripting", "Runs a cached read-only Lua script.", Ctl(submit)),
-    spec("fcall", -3, F, NUMKEYS, "scripting", "Calls a function.", Ctl(submit)),
-    spec("fcall_ro", -3, F, NUMKEYS, "scripting", "Calls a read-only function.", Ctl(submit)),
-    spec("script", -2, &["noscript"], Keys::None, "scripting", "Manages the script cache.", Ctl(script)),
-    spec("function", -2, &["noscript"], Keys::None, "scripting", "Manages function libraries.", Ctl(function)),
+    spec(
+        "eval",
+        -3,
+        F,
+        NUMKEYS,
+        "scripting",
+        "Runs a Lua script.",
+        Ctl(submit),
+    ),
+    spec(
+        "evalsha",
+        -3,
+        F,
+        NUMKEYS,
+        "scripting",
+        "Runs a cached Lua script.",
+        Ctl(submit),
+    ),
+    spec(
+        "eval_ro",
+        -3,
+        F,
+        NUMKEYS,
+        "scripting",
+        "Runs a read-only Lua script.",
+        Ctl(submit),
+    ),
+    spec(
+        "evalsha_ro",
+        -3,
+        F,
+        NUMKEYS,
+        "scripting",
+        "Runs a cached read-only Lua script.",
+        Ctl(submit),
+    ),
+    spec(
+        "fcall",
+        -3,
+        F,
+        NUMKEYS,
+        "scripting",
+        "Calls a function.",
+        Ctl(submit),
+    ),
+    spec(
+        "fcall_ro",
+        -3,
+        F,
+        NUMKEYS,
+        "scripting",
+        "Calls a read-only function.",
+        Ctl(submit),
+    ),
+    spec(
+        "script",
+        -2,
+        &["noscript"],
+        Keys::None,
+        "scripting",
+        "Manages the script cache.",
+        Ctl(script),
+    ),
+    spec(
+        "function",
+        -2,
+        &["noscript"],
+        Keys::None,
+        "scripting",
+        "Manages function libraries.",
+        Ctl(function),
+    ),
 ];
 
 /// Commands that still run while a script is busy (Redis's `allow-busy`); SCRIPT and
@@ -68,7 +132,9 @@ fn kill(ctx: &mut Ctx<'_>, function: bool) -> CmdResult<()> {
             reply::ok(ctx.out);
             Ok(())
         }
-        Kill::NotBusy => Err(CmdError::Msg("NOTBUSY No scripts in execution right now.".into())),
+        Kill::NotBusy => Err(CmdError::Msg(
+            "NOTBUSY No scripts in execution right now.".into(),
+        )),
         Kill::Unkillable => Err(CmdError::Msg(
             "UNKILLABLE Sorry the script already executed write commands against the dataset. \
              You can either wait the script termination or kill the server in a hard way using \
@@ -177,6 +243,10 @@ fn function(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     submit(ctx, c)
 }
 
+#[expect(
+    clippy::unnecessary_wraps,
+    reason = "the subcommand handlers share one signature"
+)]
 fn stats(ctx: &mut Ctx<'_>) -> CmdResult<()> {
     let (libs, funcs) = *ctx.shared.scripts.counts.lock();
     let running = ctx.shared.scripts.running.lock().clone();
@@ -238,7 +308,12 @@ mod tests {
             "$5\r\nmyval\r\n",
         );
         k.expect(
-            &["EVALSHA", "FD758D1589D044DD850A6F05D52F2EEFD27F033F", "1", "mykey"],
+            &[
+                "EVALSHA",
+                "FD758D1589D044DD850A6F05D52F2EEFD27F033F",
+                "1",
+                "mykey",
+            ],
             "$5\r\nmyval\r\n",
         );
         k.expect(
@@ -259,27 +334,53 @@ mod tests {
     fn errors_sandbox_and_readonly() {
         let mut k = Kit::new();
         let e = k.raw(&["EVAL", "return a", "0"]);
-        assert!(e.contains("Script attempted to access nonexistent global variable 'a'"), "{e}");
+        assert!(
+            e.contains("Script attempted to access nonexistent global variable 'a'"),
+            "{e}"
+        );
         let e = k.raw(&["EVAL", "a = 10", "0"]);
         assert!(e.contains("Attempt to modify a readonly table"), "{e}");
         let e = k.raw(&["EVAL", "redis.call('nosuchcommand')", "0"]);
-        assert!(e.starts_with("-ERR Unknown Redis command called from script script: f_"), "{e}");
+        assert!(
+            e.starts_with("-ERR Unknown Redis command called from script script: f_"),
+            "{e}"
+        );
         k.ok(&["SET", "foo", "bar"]);
         let e = k.raw(&["EVAL", "redis.call('lpush',KEYS[1],'v')", "1", "foo"]);
         assert!(e.starts_with("-WRONGTYPE Operation against a key"), "{e}");
         k.expect(
-            &["EVAL", "local r = redis.pcall('incr',KEYS[1]); return {type(r), r['err']}", "1", "foo"],
+            &[
+                "EVAL",
+                "local r = redis.pcall('incr',KEYS[1]); return {type(r), r['err']}",
+                "1",
+                "foo",
+            ],
             "*2\r\n$5\r\ntable\r\n$43\r\nERR value is not an integer or out of range\r\n",
         );
         let e = k.raw(&["EVAL_RO", "return redis.call('set','x','1')", "0"]);
-        assert!(e.starts_with("-ERR Write commands are not allowed from read-only scripts."), "{e}");
-        k.expect(&["EVAL", "return redis.pcall('blpop','x',0)['err']", "0"], "$49\r\nERR This Redis command is not allowed from script\r\n");
+        assert!(
+            e.starts_with("-ERR Write commands are not allowed from read-only scripts."),
+            "{e}"
+        );
+        k.expect(
+            &["EVAL", "return redis.pcall('blpop','x',0)['err']", "0"],
+            "$49\r\nERR This Redis command is not allowed from script\r\n",
+        );
         let e = k.raw(&["EVAL", "return os.time()", "0"]);
         assert!(e.contains("nonexistent global variable 'os'"), "{e}");
         let e = k.raw(&["EVAL", "retur 1", "0"]);
-        assert!(e.starts_with("-ERR Error compiling script (new function): user_script:1:"), "{e}");
-        k.expect(&["EVAL", "return redis.sha1hex('')", "0"], "$40\r\nda39a3ee5e6b4b0d3255bfef95601890afd80709\r\n");
-        k.expect(&["EVAL", "return cjson.encode({1,'a'})", "0"], "$9\r\n[1,\"a\"]\r\n");
+        assert!(
+            e.starts_with("-ERR Error compiling script (new function): user_script:1:"),
+            "{e}"
+        );
+        k.expect(
+            &["EVAL", "return redis.sha1hex('')", "0"],
+            "$40\r\nda39a3ee5e6b4b0d3255bfef95601890afd80709\r\n",
+        );
+        k.expect(
+            &["EVAL", "return cjson.encode({1,'a'})", "0"],
+            "$9\r\n[1,\"a\"]\r\n",
+        );
         k.expect(&["EVAL", "return bit.bor(1,2,4)", "0"], ":7\r\n");
     }
 
@@ -295,11 +396,32 @@ mod tests {
         let e = k.raw(&["EVAL", "redis.call('set','w','1'); error('boom')", "0"]);
         assert!(e.contains("boom"), "{e}");
         k.expect(&["GET", "w"], "$1\r\n1\r\n");
-        k.expect(&["SCRIPT", "LOAD", "return 1"], "$40\r\ne0e1f9fabfc9d4800c877a703b823ac0578ff8db\r\n");
-        k.expect(&["SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "ff"], "*2\r\n:1\r\n:0\r\n");
+        k.expect(
+            &["SCRIPT", "LOAD", "return 1"],
+            "$40\r\ne0e1f9fabfc9d4800c877a703b823ac0578ff8db\r\n",
+        );
+        k.expect(
+            &[
+                "SCRIPT",
+                "EXISTS",
+                "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+                "ff",
+            ],
+            "*2\r\n:1\r\n:0\r\n",
+        );
         k.ok(&["SCRIPT", "FLUSH"]);
-        k.expect(&["SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"], "*1\r\n:0\r\n");
-        k.expect(&["SCRIPT", "KILL"], "-NOTBUSY No scripts in execution right now.\r\n");
+        k.expect(
+            &[
+                "SCRIPT",
+                "EXISTS",
+                "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+            ],
+            "*1\r\n:0\r\n",
+        );
+        k.expect(
+            &["SCRIPT", "KILL"],
+            "-NOTBUSY No scripts in execution right now.\r\n",
+        );
     }
 
     #[test]
@@ -308,11 +430,21 @@ mod tests {
         k.expect(&["HSET", "h", "f", "v"], ":1\r\n");
         let _ = k.raw(&["HELLO", "3"]);
         k.expect(
-            &["EVAL", "redis.setresp(3); return redis.call('hgetall', KEYS[1])", "1", "h"],
+            &[
+                "EVAL",
+                "redis.setresp(3); return redis.call('hgetall', KEYS[1])",
+                "1",
+                "h",
+            ],
             "%1\r\n$1\r\nf\r\n$1\r\nv\r\n",
         );
         k.expect(
-            &["EVAL", "redis.setresp(2); return redis.call('hgetall', KEYS[1])", "1", "h"],
+            &[
+                "EVAL",
+                "redis.setresp(2); return redis.call('hgetall', KEYS[1])",
+                "1",
+                "h",
+            ],
             "*2\r\n$1\r\nf\r\n$1\r\nv\r\n",
         );
     }
@@ -322,7 +454,10 @@ mod tests {
         let mut k = Kit::new();
         let lib = "#!lua name=mylib\nredis.register_function('f1', function(keys, args) return redis.call('incr', keys[1]) end)\nredis.register_function{function_name='ro', callback=function() return 'x' end, flags={'no-writes'}}";
         k.expect(&["FUNCTION", "LOAD", lib], "$5\r\nmylib\r\n");
-        k.expect(&["FUNCTION", "LOAD", lib], "-ERR Library 'mylib' already exists\r\n");
+        k.expect(
+            &["FUNCTION", "LOAD", lib],
+            "-ERR Library 'mylib' already exists\r\n",
+        );
         k.expect(&["FUNCTION", "LOAD", "REPLACE", lib], "$5\r\nmylib\r\n");
         k.expect(&["FCALL", "f1", "1", "c"], ":1\r\n");
         k.expect(&["FCALL_RO", "ro", "0"], "$1\r\nx\r\n");
@@ -332,20 +467,34 @@ mod tests {
         );
         k.expect(&["FCALL", "nope", "0"], "-ERR Function not found\r\n");
         let list = k.raw(&["FUNCTION", "LIST"]);
-        assert!(list.contains("mylib") && list.contains("no-writes"), "{list}");
+        assert!(
+            list.contains("mylib") && list.contains("no-writes"),
+            "{list}"
+        );
         let dump = k.bytes(&[b"FUNCTION", b"DUMP"]);
         k.ok(&["FUNCTION", "FLUSH"]);
         k.expect(&["FCALL", "f1", "1", "c"], "-ERR Function not found\r\n");
         let payload = super::super::testkit::decode(&dump, &mut 0);
-        let super::super::testkit::Value::Str(_) = payload else { panic!("dump") };
+        let super::super::testkit::Value::Str(_) = payload else {
+            panic!("dump")
+        };
         let body_start = dump.iter().position(|&b| b == b'\n').expect("header") + 1;
         let body = &dump[body_start..dump.len() - 2];
         assert_eq!(k.bytes(&[b"FUNCTION", b"RESTORE", body]), b"+OK\r\n");
         k.expect(&["FCALL", "f1", "1", "c"], ":2\r\n");
-        k.expect(&["FUNCTION", "RESTORE", "garbage-payload"], "-ERR DUMP payload version or checksum are wrong\r\n");
+        k.expect(
+            &["FUNCTION", "RESTORE", "garbage-payload"],
+            "-ERR DUMP payload version or checksum are wrong\r\n",
+        );
         k.ok(&["FUNCTION", "DELETE", "mylib"]);
-        k.expect(&["FUNCTION", "DELETE", "mylib"], "-ERR Library not found\r\n");
-        k.expect(&["FUNCTION", "LOAD", "return 1"], "-ERR Missing library metadata\r\n");
+        k.expect(
+            &["FUNCTION", "DELETE", "mylib"],
+            "-ERR Library not found\r\n",
+        );
+        k.expect(
+            &["FUNCTION", "LOAD", "return 1"],
+            "-ERR Missing library metadata\r\n",
+        );
         k.expect(
             &["FUNCTION", "LOAD", "#!lua name=x\nreturn 1"],
             "-ERR No functions registered\r\n",

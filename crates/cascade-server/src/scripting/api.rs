@@ -75,7 +75,7 @@ pub(crate) struct RunCtx<'s> {
     pub(crate) commands: &'s Commands,
     /// The fake client control commands run as.
     pub(crate) client: Client,
-    /// EVAL_RO / FCALL_RO / a `no-writes` script: write commands are refused.
+    /// `EVAL_RO` / `FCALL_RO` / a `no-writes` script: write commands are refused.
     pub(crate) read_only: bool,
     /// The script's RESP version is 3 (`redis.setresp(3)`).
     pub(crate) resp3: Rc<Cell<bool>>,
@@ -88,31 +88,34 @@ pub(crate) fn call(
     (n, args): (usize, Table),
 ) -> mlua::Result<(bool, Value)> {
     let fail = |msg: &str| -> mlua::Result<(bool, Value)> {
-        Ok((false, Value::Table(convert::error_table(lua, msg.as_bytes())?)))
+        Ok((
+            false,
+            Value::Table(convert::error_table(lua, msg.as_bytes())?),
+        ))
     };
     if n == 0 {
         return fail("Please specify at least one argument for this redis lib call");
     }
-    let mut argv: Vec<Vec<u8>> = Vec::with_capacity(n);
+    let mut words: Vec<Vec<u8>> = Vec::with_capacity(n);
     for i in 1..=n {
         match &args.raw_get::<Value>(i)? {
-            Value::String(s) => argv.push(s.as_bytes().to_vec()),
-            Value::Number(n) => argv.push(reply::format_double(*n).into_bytes()),
-            Value::Integer(n) => argv.push(n.to_string().into_bytes()),
+            Value::String(s) => words.push(s.as_bytes().to_vec()),
+            Value::Number(n) => words.push(reply::format_double(*n).into_bytes()),
+            Value::Integer(n) => words.push(n.to_string().into_bytes()),
             _ => return fail("Lua redis lib command arguments must be strings or integers"),
         }
     }
     let mut run = run.borrow_mut();
     let run = &mut *run;
-    let Some(i) = run.commands.lookup(&argv[0]) else {
+    let Some(i) = run.commands.lookup(&words[0]) else {
         // CLUSTER is refused in scripts by Redis (noscript) before it is looked at.
-        if argv[0].eq_ignore_ascii_case(b"cluster") {
+        if words[0].eq_ignore_ascii_case(b"cluster") {
             return fail("This Redis command is not allowed from script");
         }
         return fail("Unknown Redis command called from script");
     };
     let spec = run.commands.specs[i];
-    let n = i64::try_from(argv.len()).unwrap_or(i64::MAX);
+    let n = i64::try_from(words.len()).unwrap_or(i64::MAX);
     let a = i64::from(spec.arity);
     if (a > 0 && n != a) || (a < 0 && n < -a) {
         return fail("Wrong number of args calling Redis command from script");
@@ -123,7 +126,7 @@ pub(crate) fn call(
     if run.read_only && spec.writes() {
         return fail("Write commands are not allowed from read-only scripts.");
     }
-    let cmd = Command::from_args(&argv);
+    let cmd = Command::from_args(&words);
     let mut out = Out {
         buf: Vec::new(),
         resp3: run.resp3.get(),
@@ -174,7 +177,15 @@ pub(crate) fn lua_err(msg: &str) -> mlua::Error {
 }
 
 /// The helpers table handed to the prelude.
-pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -> mlua::Result<Table> {
+#[expect(
+    clippy::too_many_lines,
+    reason = "one small closure per helper, in one table"
+)]
+pub(crate) fn helpers(
+    lua: &Lua,
+    shared: &Arc<Shared>,
+    resp3: &Rc<Cell<bool>>,
+) -> mlua::Result<Table> {
     let h = lua.create_table()?;
     h.set(
         "sha1hex",
@@ -184,7 +195,9 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
             }
             let bytes = match &args[0] {
                 Value::String(s) => s.as_bytes().to_vec(),
-                v => number(v).map(|n| reply::format_double(n).into_bytes()).unwrap_or_default(),
+                v => number(v)
+                    .map(|n| reply::format_double(n).into_bytes())
+                    .unwrap_or_default(),
             };
             Ok(sha1_hex(&bytes))
         })?,
@@ -233,8 +246,9 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
                 return Err(lua_err("redis.setresp() requires one argument."));
             }
             match number(&args[0]) {
-                Some(n) if n == 2.0 || n == 3.0 => {
-                    r3.set(n == 3.0);
+                Some(n) if matches!(n.to_bits(), b if b == 2f64.to_bits() || b == 3f64.to_bits()) =>
+                {
+                    r3.set(n.to_bits() == 3f64.to_bits());
                     Ok(())
                 }
                 _ => Err(lua_err("RESP version must be 2 or 3.")),
@@ -261,7 +275,11 @@ pub(crate) fn helpers(lua: &Lua, shared: &Arc<Shared>, resp3: &Rc<Cell<bool>>) -
         lua.create_function(move |_, args: MultiValue| {
             let name = match args.front() {
                 Some(Value::String(s)) => s.as_bytes().to_vec(),
-                _ => return Err(lua_err("Please specify at least one argument for this redis lib call")),
+                _ => {
+                    return Err(lua_err(
+                        "Please specify at least one argument for this redis lib call",
+                    ))
+                }
             };
             if commands.lookup(&name).is_none() {
                 return Err(lua_err("Invalid command passed to redis.acl_check_cmd()"));

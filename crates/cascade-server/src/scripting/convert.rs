@@ -13,6 +13,17 @@
 //! are read raw (no metamethods run). Nesting deeper than [`MAX_DEPTH`] answers
 //! `-ERR reached lua stack limit` in place (as Redis does at its stack limit).
 
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names,
+    clippy::trivially_copy_pass_by_ref,
+    reason = "Lua numbers are doubles; Redis converts them to integers by truncation"
+)]
+
 use mlua::{Lua, Table, Value};
 
 use crate::resp::reply::{self, Out};
@@ -55,7 +66,10 @@ pub(crate) fn reply_to_lua(lua: &Lua, b: &[u8], pos: &mut usize) -> mlua::Result
             let body = b.get(*pos..*pos + n).ok_or_else(bad)?;
             *pos += n + 2;
             if kind == b'=' {
-                let (fmt, s) = (body.get(..3).unwrap_or(b"txt"), body.get(4..).unwrap_or(&[]));
+                let (fmt, s) = (
+                    body.get(..3).unwrap_or(b"txt"),
+                    body.get(4..).unwrap_or(&[]),
+                );
                 let inner = lua.create_table()?;
                 inner.raw_set("format", lua.create_string(fmt)?)?;
                 inner.raw_set("string", lua.create_string(s)?)?;

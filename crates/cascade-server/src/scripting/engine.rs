@@ -88,7 +88,7 @@ impl Lvm {
     }
 }
 
-/// Flags of a script or function (shebang / register_function).
+/// Flags of a script or function (shebang / `register_function`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Flags {
     /// `no-writes`.
@@ -379,7 +379,11 @@ impl Engine {
         if let Err(e) = res {
             reply::error(
                 out,
-                &format!("ERR Error running script {}, {}", spec.name, lua_message(&e)),
+                &format!(
+                    "ERR Error running script {}, {}",
+                    spec.name,
+                    lua_message(&e)
+                ),
             );
         }
         let RunCtx { tx, .. } = ctx.into_inner();
@@ -422,16 +426,19 @@ impl Engine {
                 Err(e) => reply::error(out, &format!("ERR {}", lua_message(&e))),
             }
         } else {
-            reply::error(out, &super::super::cmd::unknown_subcommand(sub, "script").to_string());
+            reply::error(
+                out,
+                &super::super::cmd::unknown_subcommand(sub, "script").to_string(),
+            );
         }
     }
 }
 
+/// A script's KEYS and ARGV.
+pub(crate) type KeysArgs<'c> = (Vec<&'c [u8]>, Vec<&'c [u8]>);
+
 /// Splits EVAL/FCALL arguments into keys and args (numkeys at 2).
-pub(crate) fn key_split<'c>(
-    c: &'c Command,
-    not_int: &str,
-) -> Result<(Vec<&'c [u8]>, Vec<&'c [u8]>), String> {
+pub(crate) fn key_split<'c>(c: &'c Command, not_int: &str) -> Result<KeysArgs<'c>, String> {
     let Some(n) = parse_i64(c.arg(2)) else {
         return Err(not_int.into());
     };
@@ -453,7 +460,10 @@ pub(crate) fn key_split<'c>(
 pub(crate) fn error_reply(v: &Value, name: &str) -> Vec<u8> {
     let mut out = Out::new();
     let Value::Table(t) = v else {
-        reply::error(&mut out, &format!("ERR Error running script {name}, execution failure"));
+        reply::error(
+            &mut out,
+            &format!("ERR Error running script {name}, execution failure"),
+        );
         return out.buf;
     };
     let text = |k: &str| -> Option<String> {
@@ -466,7 +476,8 @@ pub(crate) fn error_reply(v: &Value, name: &str) -> Vec<u8> {
     };
     let mut msg = text("err").unwrap_or_else(|| "ERR unknown error".into());
     if let (Some(src), Some(line)) = (text("source"), text("line")) {
-        msg.push_str(&format!(" script: {name}, on {src}:{line}."));
+        use std::fmt::Write as _;
+        let _ = write!(msg, " script: {name}, on {src}:{line}.");
     }
     reply::error(&mut out, &msg);
     out.buf

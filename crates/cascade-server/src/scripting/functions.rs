@@ -1,5 +1,5 @@
-//! Function libraries: FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|HELP, FCALL and
-//! FCALL_RO (STATS and KILL are answered by workers, `cmd/scripting.rs`).
+//! Function libraries: `FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|HELP`, `FCALL`
+//! and `FCALL_RO` (STATS and KILL are answered by workers, `cmd/scripting.rs`).
 //!
 //! A library is Lua code that starts with `#!lua name=<lib>`; loading runs it once
 //! (chunk `@user_function`, a 500 ms budget) in an environment whose `redis` offers
@@ -59,7 +59,10 @@ impl Libraries {
 
     /// The stored spelling of a library name (names ignore case).
     fn lib_name(&self, name: &str) -> Option<String> {
-        self.libs.keys().find(|k| k.eq_ignore_ascii_case(name)).cloned()
+        self.libs
+            .keys()
+            .find(|k| k.eq_ignore_ascii_case(name))
+            .cloned()
     }
 
     fn function_count(&self) -> usize {
@@ -116,8 +119,9 @@ fn registration(args: &MultiValue) -> mlua::Result<Func> {
     };
     match args.len() {
         2 => {
-            let name = string(&args[0])
-                .ok_or_else(|| lua_err("first argument to redis.register_function must be a string"))?;
+            let name = string(&args[0]).ok_or_else(|| {
+                lua_err("first argument to redis.register_function must be a string")
+            })?;
             let Value::Function(f) = &args[1] else {
                 return Err(lua_err(
                     "second argument to redis.register_function must be a function",
@@ -173,17 +177,14 @@ fn registration(args: &MultiValue) -> mlua::Result<Func> {
                             }
                         }
                     }
-                    _ => {
-                        return Err(lua_err(
-                            "unknown argument given to redis.register_function",
-                        ))
-                    }
+                    _ => return Err(lua_err("unknown argument given to redis.register_function")),
                 }
             }
-            let name = name
-                .ok_or_else(|| lua_err("redis.register_function must get a function name argument"))?;
-            let callback = cb
-                .ok_or_else(|| lua_err("redis.register_function must get a callback argument"))?;
+            let name = name.ok_or_else(|| {
+                lua_err("redis.register_function must get a function name argument")
+            })?;
+            let callback =
+                cb.ok_or_else(|| lua_err("redis.register_function must get a callback argument"))?;
             Ok(Func {
                 name,
                 desc,
@@ -324,7 +325,11 @@ impl Engine {
             b.put(lib_key(n), code.to_vec());
         }
         crate::durable::note_write();
-        shared.store.db().write(&b).map_err(|e| format!("ERR storage error: {e}"))
+        shared
+            .store
+            .db()
+            .write(&b)
+            .map_err(|e| format!("ERR storage error: {e}"))
     }
 
     pub(crate) fn fcall(&mut self, shared: &Arc<Shared>, c: &Command, out: &mut Out) {
@@ -351,7 +356,7 @@ impl Engine {
             }
             Ok(t)
         };
-        let args = match (make(&keys), make(&argv)) {
+        let call_args = match (make(&keys), make(&argv)) {
             (Ok(k), Ok(a)) => MultiValue::from_iter([Value::Table(k), Value::Table(a)]),
             (Err(e), _) | (_, Err(e)) => {
                 return reply::error(out, &format!("ERR {}", lua_message(&e)))
@@ -365,7 +370,7 @@ impl Engine {
                 function: true,
                 read_only: ro_cmd || f.flags.no_writes,
             },
-            args,
+            call_args,
             out,
         );
     }
@@ -409,7 +414,12 @@ impl Engine {
         }
     }
 
-    fn function_load(&mut self, shared: &Arc<Shared>, c: &Command, out: &mut Out) -> Result<(), String> {
+    fn function_load(
+        &mut self,
+        shared: &Arc<Shared>,
+        c: &Command,
+        out: &mut Out,
+    ) -> Result<(), String> {
         let mut replace = false;
         let mut i = 2;
         while i < c.len() - 1 {
@@ -438,7 +448,12 @@ impl Engine {
 
     /// Adds libraries, all or none: an existing name fails unless `replace`, and a
     /// function name taken by another library always fails.
-    fn join(&mut self, new: Vec<(String, Library)>, replace: bool, quoted: bool) -> Result<(), String> {
+    fn join(
+        &mut self,
+        new: Vec<(String, Library)>,
+        replace: bool,
+        quoted: bool,
+    ) -> Result<(), String> {
         for (name, _) in &new {
             if let Some(old) = self.libs.lib_name(name) {
                 if !replace {
@@ -457,7 +472,9 @@ impl Engine {
             for f in &lib.functions {
                 let clash = self.libs.libs.iter().any(|(n, l)| {
                     !n.eq_ignore_ascii_case(name)
-                        && l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))
+                        && l.functions
+                            .iter()
+                            .any(|g| g.name.eq_ignore_ascii_case(&f.name))
                 });
                 if clash {
                     return Err(format!("ERR Function {} already exists", f.name));

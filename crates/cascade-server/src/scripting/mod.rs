@@ -1,5 +1,5 @@
-//! Lua scripting and functions: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT, FUNCTION,
-//! FCALL, FCALL_RO, with Lua 5.1 (`mlua`, vendored) as Redis 7.0 runs it.
+//! Lua scripting and functions: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `SCRIPT`,
+//! `FUNCTION`, `FCALL`, `FCALL_RO`, with Lua 5.1 (`mlua`, vendored) as Redis 7.0 runs it.
 //!
 //! One thread, the script thread, owns the Lua state, the script cache and the
 //! function libraries (so none of them needs a lock). Workers hand it scripting
@@ -109,9 +109,7 @@ pub(crate) struct Handle {
 impl Handle {
     /// Sends a job; false if the thread is gone.
     pub(crate) fn send(&self, job: Job) -> bool {
-        self.tx
-            .get()
-            .is_some_and(|tx| tx.lock().send(job).is_ok())
+        self.tx.get().is_some_and(|tx| tx.lock().send(job).is_ok())
     }
 }
 

@@ -1,5 +1,16 @@
-//! `bit`: LuaBitOp 1.0 as Redis ships it. Every operand is first normalised to a
+//! `bit`: `LuaBitOp` 1.0 as Redis ships it. Every operand is first normalised to a
 //! signed 32-bit integer (`tobit`: the number modulo 2^32); results are signed 32-bit.
+
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names,
+    clippy::trivially_copy_pass_by_ref,
+    reason = "LuaBitOp works on the low 32 bits of Lua numbers by definition"
+)]
 
 use mlua::{Lua, MultiValue, Table, Value};
 
@@ -27,7 +38,12 @@ fn arg(args: &MultiValue, i: usize) -> mlua::Result<i32> {
             .ok()
             .and_then(|s| s.trim().parse::<f64>().ok())
             .map(tobit)
-            .ok_or_else(|| err(format!("bad argument #{} (number expected, got string)", i + 1))),
+            .ok_or_else(|| {
+                err(format!(
+                    "bad argument #{} (number expected, got string)",
+                    i + 1
+                ))
+            }),
         other => Err(err(format!(
             "bad argument #{} (number expected, got {})",
             i + 1,
@@ -36,12 +52,7 @@ fn arg(args: &MultiValue, i: usize) -> mlua::Result<i32> {
     }
 }
 
-fn fold(
-    lua: &Lua,
-    t: &Table,
-    name: &str,
-    f: fn(i32, i32) -> i32,
-) -> mlua::Result<()> {
+fn fold(lua: &Lua, t: &Table, name: &str, f: fn(i32, i32) -> i32) -> mlua::Result<()> {
     t.set(
         name,
         lua.create_function(move |_, args: MultiValue| {
@@ -98,11 +109,15 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
     fold(lua, &t, "band", |a, b| a & b)?;
     fold(lua, &t, "bor", |a, b| a | b)?;
     fold(lua, &t, "bxor", |a, b| a ^ b)?;
-    shift(lua, &t, "lshift", |x, n| (x.cast_unsigned() << n).cast_signed())?;
-    shift(lua, &t, "rshift", |x, n| (x.cast_unsigned() >> n).cast_signed())?;
+    shift(lua, &t, "lshift", |x, n| {
+        (x.cast_unsigned() << n).cast_signed()
+    })?;
+    shift(lua, &t, "rshift", |x, n| {
+        (x.cast_unsigned() >> n).cast_signed()
+    })?;
     shift(lua, &t, "arshift", |x, n| x >> n)?;
-    shift(lua, &t, "rol", |x, n| x.rotate_left(n))?;
-    shift(lua, &t, "ror", |x, n| x.rotate_right(n))?;
+    shift(lua, &t, "rol", i32::rotate_left)?;
+    shift(lua, &t, "ror", i32::rotate_right)?;
     Ok(t)
 }
 
@@ -113,8 +128,15 @@ mod tests {
     #[test]
     fn bitop_values() {
         let lua = Lua::new();
-        lua.globals().set("bit", table(&lua).expect("bit")).expect("set");
-        let run = |s: &str| -> String { lua.load(s).eval::<mlua::Value>().map(|v| format!("{v:?}")).expect(s) };
+        lua.globals()
+            .set("bit", table(&lua).expect("bit"))
+            .expect("set");
+        let run = |s: &str| -> String {
+            lua.load(s)
+                .eval::<mlua::Value>()
+                .map(|v| format!("{v:?}"))
+                .expect(s)
+        };
         assert_eq!(tobit(4_294_967_295.0), -1);
         assert_eq!(tobit(2_147_483_648.0), i32::MIN);
         assert!(run("return bit.tohex(65535, -4)").contains("FFFF"));

@@ -8,6 +8,17 @@
 //! userdata), numbers → Lua numbers, nesting deeper than `decode_max_depth` refused.
 //! The settings live in the Lua state's app data for the library's lifetime.
 
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names,
+    clippy::trivially_copy_pass_by_ref,
+    reason = "JSON numbers are Lua doubles; integral checks and depths are range-checked"
+)]
+
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -63,9 +74,7 @@ fn encode(v: &Value, s: &Settings, depth: usize, out: &mut Vec<u8>) -> mlua::Res
         Value::Integer(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Value::Number(n) => {
             if !n.is_finite() && !s.invalid_numbers.get() {
-                return Err(err(format!(
-                    "Cannot serialise number: must not be NaN or Inf"
-                )));
+                return Err(err("Cannot serialise number: must not be NaN or Inf"));
             }
             if n.is_nan() {
                 out.extend_from_slice(b"nan");
@@ -138,7 +147,11 @@ fn encode_table(t: &Table, s: &Settings, depth: usize, out: &mut Vec<u8>) -> mlu
             Value::String(ks) => quote(&ks.as_bytes(), out),
             Value::Number(n) => quote(fmt14(*n).as_bytes(), out),
             Value::Integer(n) => quote(n.to_string().as_bytes(), out),
-            _ => return Err(err("Cannot serialise table: table key must be a number or string")),
+            _ => {
+                return Err(err(
+                    "Cannot serialise table: table key must be a number or string",
+                ))
+            }
         }
         out.push(b':');
         encode(&v, s, depth, out)
@@ -257,17 +270,19 @@ impl Parser<'_> {
             b'-' | b'0'..=b'9' => {
                 let start = self.pos;
                 while self.pos < self.b.len()
-                    && matches!(self.b[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                    && matches!(
+                        self.b[self.pos],
+                        b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+                    )
                 {
                     self.pos += 1;
                 }
                 let s = std::str::from_utf8(&self.b[start..self.pos]).unwrap_or("");
-                match s.parse::<f64>() {
-                    Ok(n) => Ok(Value::Number(n)),
-                    Err(_) => {
-                        self.pos = start;
-                        self.fail("value")
-                    }
+                if let Ok(n) = s.parse::<f64>() {
+                    Ok(Value::Number(n))
+                } else {
+                    self.pos = start;
+                    self.fail("value")
                 }
             }
             _ => self.fail("value"),
@@ -310,7 +325,9 @@ impl Parser<'_> {
                                 && self.b.get(self.pos..self.pos + 2) == Some(b"\\u")
                             {
                                 if let Some(lo) = hex(self, self.pos + 2) {
-                                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo.wrapping_sub(0xdc00) & 0x3ff);
+                                    cp = 0x10000
+                                        + ((cp - 0xd800) << 10)
+                                        + (lo.wrapping_sub(0xdc00) & 0x3ff);
                                     self.pos += 6;
                                 }
                             }
@@ -370,7 +387,11 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
         "encode_max_depth",
         lua.create_function(move |_, n: Option<f64>| {
             if let Some(n) = n {
-                #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a small depth")]
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a small depth"
+                )]
                 s.encode_depth.set(n.max(1.0) as usize);
             }
             Ok(s.encode_depth.get() as f64)
@@ -381,7 +402,11 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
         "decode_max_depth",
         lua.create_function(move |_, n: Option<f64>| {
             if let Some(n) = n {
-                #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a small depth")]
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a small depth"
+                )]
                 s.decode_depth.set(n.max(1.0) as usize);
             }
             Ok(s.decode_depth.get() as f64)
@@ -418,7 +443,9 @@ mod tests {
     #[test]
     fn encode_decode() {
         let lua = Lua::new();
-        lua.globals().set("cjson", table(&lua).expect("cjson")).expect("set");
+        lua.globals()
+            .set("cjson", table(&lua).expect("cjson"))
+            .expect("set");
         let s: String = lua
             .load(r#"return cjson.encode({1, 2.5, "a/b", {x = true}})"#)
             .eval()
@@ -429,7 +456,10 @@ mod tests {
             .eval()
             .expect("decode");
         assert_eq!(s, "0 -5000 -1 0.0003 1023.2 0");
-        assert!(lua.load("return cjson.decode('[1,')").eval::<Value>().is_err());
+        assert!(lua
+            .load("return cjson.decode('[1,')")
+            .eval::<Value>()
+            .is_err());
         assert_eq!(fmt14(0.1), "0.1");
         assert_eq!(fmt14(1e20), "1e+20");
     }

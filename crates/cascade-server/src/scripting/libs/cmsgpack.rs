@@ -1,11 +1,22 @@
-//! `cmsgpack`: MessagePack as lua-cmsgpack 0.4 (Redis's copy) packs and unpacks it.
+//! `cmsgpack`: `MessagePack` as lua-cmsgpack 0.4 (Redis's copy) packs and unpacks it.
 //!
 //! Packing: nil, booleans, integral numbers as the smallest integer encoding, other
 //! numbers as float32 when exact else float64, strings as fixstr/str8/str16/str32, a
 //! table whose keys are exactly 1..n as an array, other tables as maps; nesting past
-//! 16 levels packs nil (so cycles end). Unpacking accepts every MessagePack type.
+//! 16 levels packs nil (so cycles end). Unpacking accepts every `MessagePack` type.
 //! `unpack_one` and `unpack_limit` return the offset of the next object (-1 at the end)
 //! before the objects.
+
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names,
+    clippy::trivially_copy_pass_by_ref,
+    reason = "MessagePack picks fixed-width encodings by value range; every cast is range-checked first"
+)]
 
 use mlua::{Lua, MultiValue, Table, Value};
 
@@ -147,7 +158,10 @@ impl Reader<'_> {
     }
 
     fn uint(&mut self, n: usize) -> mlua::Result<u64> {
-        Ok(self.take(n)?.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b)))
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |a, &b| (a << 8) | u64::from(b)))
     }
 
     #[expect(
@@ -239,7 +253,13 @@ impl Reader<'_> {
 
 /// Unpacks up to `limit` objects (0: all) from `offset`: the next offset (-1 at the
 /// end), then the objects.
-fn unpack(lua: &Lua, s: &[u8], limit: usize, offset: usize, with_offset: bool) -> mlua::Result<MultiValue> {
+fn unpack(
+    lua: &Lua,
+    s: &[u8],
+    limit: usize,
+    offset: usize,
+    with_offset: bool,
+) -> mlua::Result<MultiValue> {
     let mut r = Reader { b: s, pos: offset };
     let mut vals = Vec::new();
     while r.pos < s.len() && (limit == 0 || vals.len() < limit) {
@@ -257,7 +277,11 @@ fn unpack(lua: &Lua, s: &[u8], limit: usize, offset: usize, with_offset: bool) -
 fn offset_arg(v: Option<&Value>) -> usize {
     match v {
         Some(Value::Integer(n)) => usize::try_from(*n).unwrap_or(0),
-        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "an offset")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "an offset"
+        )]
         Some(Value::Number(n)) if *n > 0.0 => *n as usize,
         _ => 0,
     }
@@ -309,16 +333,26 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
 mod tests {
     use super::*;
 
+    use std::fmt::Write as _;
+
     #[test]
     fn pack_matches_lua_cmsgpack() {
         let lua = Lua::new();
-        lua.globals().set("cmsgpack", table(&lua).expect("cmsgpack")).expect("set");
+        lua.globals()
+            .set("cmsgpack", table(&lua).expect("cmsgpack"))
+            .expect("set");
         let hex = |code: &str| -> String {
             let s: mlua::LuaString = lua.load(code).eval().expect(code);
-            s.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+            s.as_bytes().iter().fold(String::new(), |mut h, b| {
+                let _ = write!(h, "{b:02x}");
+                h
+            })
         };
         assert_eq!(hex("return cmsgpack.pack(0.1)"), "cb3fb999999999999a");
-        assert_eq!(hex("return cmsgpack.pack(-1099511627776)"), "d3ffffff0000000000");
+        assert_eq!(
+            hex("return cmsgpack.pack(-1099511627776)"),
+            "d3ffffff0000000000"
+        );
         assert_eq!(hex("return cmsgpack.pack({1,2,'a'})"), "930102a161");
         let ok: bool = lua
             .load("local t = cmsgpack.unpack(cmsgpack.pack({a={1,2},b=true})) return t.a[2] == 2 and t.b")

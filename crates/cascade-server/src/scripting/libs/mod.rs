@@ -1,5 +1,5 @@
 //! The libraries Redis ships with its Lua, written in Rust as Lua functions:
-//! `bit` (LuaBitOp), `cjson` and `cmsgpack` (`struct` is not offered yet). Each file installs one global
+//! `bit` (`LuaBitOp`), `cjson` and `cmsgpack` (`struct` is not offered yet). Each file installs one global
 //! table; the prelude then makes the tables read-only.
 
 pub(crate) mod bit;
