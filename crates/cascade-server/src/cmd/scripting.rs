@@ -379,7 +379,7 @@ mod tests {
         );
         k.expect(
             &["EVAL", "return cjson.encode({1,'a'})", "0"],
-            "$9\r\n[1,\"a\"]\r\n",
+            "$7\r\n[1,\"a\"]\r\n",
         );
         k.expect(&["EVAL", "return bit.bor(1,2,4)", "0"], ":7\r\n");
     }
