@@ -80,6 +80,9 @@ pub(crate) struct RuntimeConfig {
     pub(crate) max_args: AtomicU64,
     /// Most unparsed bytes buffered per client.
     pub(crate) query_buffer_limit: AtomicU64,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): ms a script runs before other
+    /// clients get `-BUSY` and SCRIPT KILL may stop it (0: never busy).
+    pub(crate) busy_reply_ms: AtomicU64,
     /// Redis settings accepted for compatibility that tune nothing here (encodings,
     /// lazy freeing, ...): their last value, for CONFIG GET.
     pub(crate) inert: Mutex<Vec<(&'static str, String)>>,
@@ -109,8 +112,6 @@ const INERT: &[(&str, &str)] = &[
     ("lazyfree-lazy-user-flush", "no"),
     ("maxmemory", "0"),
     ("maxmemory-policy", "noeviction"),
-    ("lua-time-limit", "5000"),
-    ("busy-reply-threshold", "5000"),
     ("min-replicas-to-write", "0"),
     ("replica-serve-stale-data", "yes"),
     ("replica-read-only", "yes"),
@@ -138,6 +139,7 @@ impl RuntimeConfig {
             max_bulk: AtomicU64::new(MAX_BULK_DEFAULT as u64),
             max_args: AtomicU64::new(MAX_ARGS_DEFAULT as u64),
             query_buffer_limit: AtomicU64::new(1 << 30),
+            busy_reply_ms: AtomicU64::new(5000),
             inert: Mutex::new(INERT.iter().map(|(k, v)| (*k, (*v).to_string())).collect()),
         }
     }
@@ -186,6 +188,8 @@ impl RuntimeConfig {
                 .into(),
             ),
             ("cascade-sync-interval-ms", l(&self.sync_interval_ms)),
+            ("lua-time-limit", l(&self.busy_reply_ms)),
+            ("busy-reply-threshold", l(&self.busy_reply_ms)),
             ("cascade-threads", fixed.threads.to_string()),
             ("cascade-pool-size", fixed.engine.pool_size.to_string()),
             (
@@ -246,6 +250,9 @@ impl RuntimeConfig {
         }
         match name {
             "timeout" => self.timeout_secs.store(num()?, Ordering::Relaxed),
+            "lua-time-limit" | "busy-reply-threshold" => {
+                self.busy_reply_ms.store(num()?, Ordering::Relaxed);
+            }
             "maxclients" => self.maxclients.store(num()?.max(1), Ordering::Relaxed),
             "proto-max-bulk-len" => {
                 let n = num()?;

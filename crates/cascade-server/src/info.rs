@@ -252,6 +252,7 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     );
     l.info(s, "used_memory_rss_human", human(rss));
     l.info(s, "used_memory_peak", heap);
+    l.info(s, "number_of_cached_scripts", *shared.scripts.cached.lock());
     l.info(s, "maxmemory", 0);
     l.info(s, "maxmemory_human", "0B");
     l.info(s, "maxmemory_policy", "noeviction");

@@ -15,6 +15,7 @@
 //! | `0x09`    | `09 len(key), key, group`                | consumer group: last id, entries read |
 //! | `0x0A`    | `0A len(key), key, len(group) u32 BE, group, id` | pending entry: consumer, time, count |
 //! | `0x0B`    | `0B len(key), key, len(group), group, len(consumer), consumer [, id]` | consumer (seen time) / its pending ids |
+//! | `0x0C`    | `0C library name`                        | function library source (`scripting/functions.rs`) |
 //!
 //! Invariants: a user key exists iff its `0x01` entry exists; the `0x01` entries are in
 //! user-key order, so `SCAN`, `KEYS` and `CASCADE.RANGE` are range scans of namespace
@@ -48,6 +49,8 @@ pub(crate) const NS_SGROUP: u8 = 0x09;
 pub(crate) const NS_SPEL: u8 = 0x0A;
 /// Stream consumers per group and each one's pending ids.
 pub(crate) const NS_SCONSUMER: u8 = 0x0B;
+/// Function libraries (FUNCTION LOAD): not user keys; FLUSHALL keeps them.
+pub(crate) const NS_FUNCTION: u8 = 0x0C;
 /// Index of the first element of a new list: the middle of the u64 range, so a list
 /// can grow 2^63 elements in either direction.
 pub(crate) const LIST_START: u64 = 1 << 63;

@@ -17,7 +17,7 @@
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
-//!   handlers);
+//!   handlers), `scripting/` (Lua scripts and functions on their own thread);
 //! - `worker` (event loops), `http` (Prometheus endpoint), `server` (acceptor, ticker,
 //!   shutdown).
 //!
@@ -51,6 +51,7 @@ mod metrics;
 mod notify;
 mod pubsub;
 pub mod resp;
+mod scripting;
 mod server;
 mod shared;
 mod store;

@@ -100,6 +100,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     fixed.engine.fast_budget = db.stats().fast_budget_bytes;
     let metrics = Metrics::new(commands.names(), stats.clone());
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
+    crate::scripting::start(&shared)?;
 
     let mut poll = Poll::new()?;
     poll.registry()

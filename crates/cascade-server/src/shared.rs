@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) port: u16,
     /// Unix seconds of the last SAVE.
     pub(crate) last_save: AtomicU64,
+    /// The script thread (`scripting/`).
+    pub(crate) scripts: crate::scripting::Handle,
     /// The reply barrier of `--durability sync` (one lane per worker).
     pub(crate) gate: crate::durable::Gate,
     shutdown: AtomicBool,
@@ -70,6 +72,7 @@ impl Shared {
             port,
             last_save: AtomicU64::new(now_ms() / 1000),
             gate: crate::durable::Gate::new(fixed.threads),
+            scripts: crate::scripting::Handle::default(),
             fixed,
             shutdown: AtomicBool::new(false),
             wakers: Mutex::new(Vec::new()),

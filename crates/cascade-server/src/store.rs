@@ -43,6 +43,7 @@ use crate::keyspace::{
 use crate::notify::Notify;
 use crate::pubsub::{class, PubSub};
 use crate::resp::reply::{self, Out};
+use crate::scripting::gate::Gate;
 use crate::tracking::Tracking;
 
 const STRIPES: usize = 1024;
@@ -63,6 +64,8 @@ pub(crate) struct Store {
     pubsub: PubSub,
     /// Client-side caching: who may cache which key (`crate::tracking`).
     tracking: Tracking,
+    /// Scripts run alone: data commands hold it shared (`scripting/gate.rs`).
+    gate: Gate,
 }
 
 impl std::fmt::Debug for Store {
@@ -90,6 +93,7 @@ impl Store {
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
             pubsub: PubSub::default(),
             tracking: Tracking::default(),
+            gate: Gate::default(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -181,6 +185,11 @@ impl Store {
     /// Key-change notifications.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
+    }
+
+    /// The script gate.
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// The SCAN cursor table.
@@ -336,6 +345,7 @@ impl Store {
             let Some((at, key)) = keyspace::parse_expire_key(&qk) else {
                 continue;
             };
+            let _gate = self.gate.enter()?;
             let _g = self.lock_many([key]);
             let mut tx = Tx::on_physical(self, p);
             match tx.raw_meta(key)? {
@@ -360,11 +370,6 @@ impl Store {
             if chunk.is_empty() {
                 break;
             }
-            let mut b = WriteBatch::new();
-            for (k, _) in chunk {
-                b.delete(k);
-            }
-            self.db.write(&b)?;
         }
         self.dbs.clear(p);
         Ok(())

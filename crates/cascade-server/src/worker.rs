@@ -296,6 +296,11 @@ impl Worker {
             );
             // A REDIRECT target of client-side caching is found by its id.
             self.shared.store.tracking().register(&client.mailbox);
+            let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
+            client.wake = Some(Arc::new(move || {
+                woken.lock().push(token);
+                let _ = waker.wake();
+            }));
             self.conns.insert(
                 token,
                 Conn {
@@ -364,6 +369,12 @@ impl Worker {
             if was_parked {
                 retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
             }
+            // A script's reply came back from the script thread: it goes out in order.
+            if let Some(r) = c.client.script.as_ref().and_then(|s| s.take()) {
+                c.out.buf.extend_from_slice(&r);
+                c.client.script = None;
+                more = true;
+            }
             let env = Env {
                 shared: &self.shared,
                 commands: &self.commands,
@@ -372,7 +383,7 @@ impl Worker {
                 park: &self.park,
                 token: *t,
             };
-            c.backlog = c.parked.is_none() && execute(c, &env);
+            c.backlog = c.parked.is_none() && c.client.script.is_none() && execute(c, &env);
             // Messages published while the commands ran follow their replies.
             take_mail(c);
             match (was_parked, c.parked.is_some()) {
@@ -806,6 +817,11 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                     client.mailbox.take_into(&mut out.buf);
                 }
                 let raise = !was_authed && client.authed;
+                if client.script.is_some() {
+                    // Handed to the script thread: the rest waits for its reply.
+                    stats.record(ran.idx, ran.failed, t.elapsed());
+                    break;
+                }
                 if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
                     let cmd = client.park_as.take().unwrap_or_else(|| cmd.clone());
                     blocked = Some((cmd, idx, timeout));

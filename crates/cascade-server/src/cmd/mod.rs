@@ -58,6 +58,7 @@ pub(crate) mod multi;
 pub(crate) mod pubsub;
 pub(crate) mod random;
 pub(crate) mod scan;
+pub(crate) mod scripting;
 pub(crate) mod sets;
 pub(crate) mod sort;
 pub(crate) mod streams;
@@ -87,7 +88,6 @@ use crate::store::{Store, Tx};
 pub(crate) use args::{float_arg, int_arg, is, parse_i64};
 
 /// Per-connection state that commands read and change.
-#[derive(Debug)]
 #[expect(
     clippy::struct_excessive_bools,
     reason = "independent connection states, as Redis's client flags"
@@ -127,6 +127,20 @@ pub(crate) struct Client {
     pub(crate) park_as: Option<Command>,
     /// `CLIENT TRACKING` options (`crate::tracking`).
     pub(crate) tracking: crate::tracking::Local,
+    /// A scripting command handed to the script thread: the connection waits for
+    /// this reply before running its next command.
+    pub(crate) script: Option<Arc<crate::scripting::Slot>>,
+    /// Wakes this connection's worker (set by the worker; `None`: wait in place).
+    pub(crate) wake: Option<crate::notify::WakeFn>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `CLIENT REPLY ON|OFF|SKIP`.
@@ -163,6 +177,8 @@ impl Client {
             reply_mode: ReplyMode::On,
             park_as: None,
             tracking: crate::tracking::Local::default(),
+            script: None,
+            wake: None,
         }
     }
 
@@ -360,7 +376,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(streams::SPECS);
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(pubsub::SPECS);
-    t.extend_from_slice(unsupported::SPECS);
+    t.extend_from_slice(scripting::SPECS);
     t.extend_from_slice(keys::SPECS);
     t.extend_from_slice(databases::SPECS);
     t.extend_from_slice(sort::SPECS);
@@ -454,6 +470,15 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         return Ran::done(None, true);
     };
     let spec = ctx.commands.specs[i];
+    if let Some(busy) = ctx.shared.store.gate().busy() {
+        if !scripting::ALLOW_BUSY.contains(&spec.name) {
+            if ctx.client.multi.is_some() {
+                ctx.client.multi_failed = true;
+            }
+            reply::error(ctx.out, busy);
+            return Ran::done(Some(i), true);
+        }
+    }
     if !ctx.client.authed && !NO_AUTH.contains(&spec.name) {
         reply::error(ctx.out, "NOAUTH Authentication required.");
         return Ran::done(Some(i), true);
@@ -531,6 +556,7 @@ pub(crate) fn run_data(
     out: &mut Out,
     client: &Client,
 ) -> CmdResult<()> {
+    let _gate = store.gate().enter()?;
     let retry = client.retrying;
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),

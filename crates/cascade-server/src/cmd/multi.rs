@@ -135,6 +135,17 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
         .map(|c| commands.lookup(c.arg(0)).map(|i| commands.specs[i]))
         .collect();
     let all = specs.iter().flatten().any(|s| s.keys == Keys::All);
+    // Scripts queued here run on the script thread, which needs the gate itself:
+    // such a block is isolated by its stripe locks only.
+    let scripted = specs
+        .iter()
+        .flatten()
+        .any(|s| crate::cmd::scripting::is_script_command(s.name));
+    let _gate = if scripted {
+        None
+    } else {
+        Some(store.gate().enter()?)
+    };
     let _locks = if all {
         store.lock_all()
     } else {
@@ -179,6 +190,8 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
     reply::array_header(ctx.out, queue.len());
     let mut tx = Tx::in_db(store, ctx.client.db);
     tx.set_origin(ctx.client.id);
+    // Scripts inside EXEC answer in place (the connection is not left waiting).
+    let wake = ctx.client.wake.take();
     for (c, s) in queue.iter().zip(specs) {
         let Some(s) = s else {
             reply::error(ctx.out, "ERR unknown command");
@@ -204,6 +217,7 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
         // SELECT inside the transaction: the commands after it use the new database.
         tx.switch_db(ctx.client.db);
     }
+    ctx.client.wake = wake;
     if let Err(e) = store.commit(tx) {
         ctx.out.buf.truncate(start);
         return Err(e);

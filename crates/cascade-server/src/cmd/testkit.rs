@@ -109,6 +109,7 @@ impl Kit {
             ..ServerConfig::default()
         };
         let shared = Arc::new(Shared::new(store, cfg, 6380, metrics));
+        crate::scripting::start(&shared).expect("start the script thread");
         Kit {
             dir,
             shared,

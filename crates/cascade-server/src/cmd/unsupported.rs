@@ -1,28 +1,11 @@
-//! What `CascadeKV` does not offer: scripting and functions, modules,
-//! replication and cluster. Their commands answer an error naming the family (instead
-//! of `unknown command`), so a client or a person sees at once why. `FUNCTION FLUSH`
-//! and `FUNCTION LIST` are accepted (there are never functions to flush or list), as
-//! test suites and clients call them to reset a server.
+//! What `CascadeKV` does not offer: modules, replication and cluster. Their commands
+//! answer an error naming the family (instead of `unknown command`), so a client or a
+//! person sees at once why.
 
-use super::{is, spec, Ctx, Keys, Run::Ctl, Spec, A};
-use crate::error::{CmdError, CmdResult};
-use crate::resp::parse::Command;
-use crate::resp::reply;
+use crate::error::CmdError;
 
 /// Command families not offered, with their commands.
 const FAMILIES: &[(&str, &[&str])] = &[
-    (
-        "scripting",
-        &[
-            "eval",
-            "evalsha",
-            "eval_ro",
-            "evalsha_ro",
-            "script",
-            "fcall",
-            "fcall_ro",
-        ],
-    ),
     ("modules", &["module"]),
     (
         "replication",
@@ -52,31 +35,6 @@ pub(crate) fn family_error(name: &[u8]) -> Option<CmdError> {
     })
 }
 
-/// `FUNCTION`.
-pub(crate) static SPECS: &[Spec] = &[spec(
-    "function",
-    -2,
-    A,
-    Keys::None,
-    "scripting",
-    "FUNCTION FLUSH and LIST (no functions exist: scripting is not offered).",
-    Ctl(function),
-)];
-
-fn function(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let sub = c.arg(1);
-    if is(sub, "flush") && c.len() <= 3 {
-        reply::ok(ctx.out);
-    } else if is(sub, "list") {
-        reply::array_header(ctx.out, 0);
-    } else {
-        return Err(CmdError::err(
-            "CascadeKV does not support scripting (command 'function')",
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use crate::cmd::testkit::Kit;
@@ -85,18 +43,8 @@ mod tests {
     fn families_are_named() {
         let mut k = Kit::new();
         k.expect(
-            &["EVAL", "return 1", "0"],
-            "-ERR CascadeKV does not support scripting (command 'eval')\r\n",
-        );
-        k.expect(
             &["REPLICAOF", "no", "one"],
             "-ERR CascadeKV does not support replication (command 'replicaof')\r\n",
-        );
-        k.ok(&["FUNCTION", "FLUSH"]);
-        k.expect(&["FUNCTION", "LIST"], "*0\r\n");
-        k.expect(
-            &["FUNCTION", "LOAD", "x"],
-            "-ERR CascadeKV does not support scripting (command 'function')\r\n",
         );
         k.ok(&["CONFIG", "SET", "hash-max-ziplist-value", "16"]);
         k.expect(

@@ -152,7 +152,7 @@ impl Command {
     }
 
     /// A command made of `args` (tests, a blocking command parked with rewritten
-    /// arguments, and GEOADD, which runs ZADD).
+    /// arguments, GEOADD, which runs ZADD, and `redis.call` in scripts).
     pub(crate) fn from_args<A: AsRef<[u8]>>(args: &[A]) -> Command {
         let mut c = Command::default();
         for a in args {
