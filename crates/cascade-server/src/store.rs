@@ -370,6 +370,11 @@ impl Store {
             if chunk.is_empty() {
                 break;
             }
+            let mut b = WriteBatch::new();
+            for (k, _) in chunk {
+                b.delete(k);
+            }
+            self.db.write(&b)?;
         }
         self.dbs.clear(p);
         Ok(())
