@@ -86,6 +86,8 @@ pub mod internals {
     /// The FastStore's ordered index and what it stores (index benchmark).
     pub use crate::epoch::Snapshots;
     pub use crate::faststore::{Index, PutOutcome, Val, Version};
+    /// The optimistic (OLC) ordered index alone (index benchmark).
+    pub use crate::faststore::olc::Olc;
     /// Values as the stages share them.
     pub use crate::value::{Value, ValuePtr, ValueRef};
     /// Log record encoding (fuzz target `log_record`).

@@ -63,16 +63,6 @@ impl VersionLock {
         }
     }
 
-    /// Takes the lock, waiting for the current writer.
-    pub(super) fn lock(&self) -> WriteGuard<'_> {
-        loop {
-            if let Some(g) = self.read().and_then(|v| self.upgrade(v)) {
-                return g;
-            }
-            super::sync::backoff();
-        }
-    }
-
     /// Ends a write section: clears the lock bit and advances the version.
     fn unlock(&self) {
         self.0.fetch_add(LOCKED, Ordering::Release);
@@ -114,7 +104,7 @@ mod tests {
             l.upgrade(v).is_none(),
             "an upgrade from a stale version fails"
         );
-        drop(l.lock());
+        drop(l.upgrade(w));
         assert!(l.check(w + 4));
     }
 }

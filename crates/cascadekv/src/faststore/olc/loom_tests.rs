@@ -19,7 +19,7 @@ use crate::faststore::PutOutcome;
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
+        b.preemption_bound = Some(1);
     }
     b.check(f);
 }
