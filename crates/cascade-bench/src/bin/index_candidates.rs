@@ -468,7 +468,9 @@ struct Args {
 
 /// Prints `msg` and the usage line to stderr and exits with status 2.
 fn usage_exit(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]");
+    eprintln!(
+        "{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]"
+    );
     std::process::exit(2);
 }
 

@@ -13,7 +13,7 @@ use loom::thread;
 
 use super::Olc;
 use crate::epoch::Snapshots;
-use crate::faststore::version::ver;
+use crate::faststore::version::{ver, Val};
 use crate::faststore::PutOutcome;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -91,11 +91,11 @@ fn racing_inserts_split_once() {
     });
 }
 
-/// Algorithm 1 replacement and a remove race a reader on one leaf: the reader sees the
-/// old or the new version (never freed memory: the replaced entry is retired through
-/// the epoch collector), the newer LSN wins over a racing older one.
+/// An Algorithm 1 replacement and a remove race a reader on one leaf: the reader sees
+/// the old or the new version (never freed memory: the replaced and the removed entry
+/// are retired through the epoch collector while the reader may hold them).
 #[test]
-fn replace_remove_and_read_with_reclamation() {
+fn replace_and_remove_against_a_reader() {
     model(|| {
         let s = Snapshots::default();
         let i = Arc::new(Olc::new());
@@ -105,24 +105,45 @@ fn replace_remove_and_read_with_reclamation() {
             let i = i.clone();
             thread::spawn(move || {
                 let s = Snapshots::default();
-                i.put_validate(b"k", ver(5, 1, b"five"), &s);
+                assert_eq!(
+                    i.put_validate(b"k", ver(5, 1, b"five"), &s),
+                    PutOutcome::Replaced
+                );
                 assert!(i.remove(b"x"));
             })
         };
-        let old = {
-            let i = i.clone();
-            thread::spawn(move || {
-                let s = Snapshots::default();
-                i.put_validate(b"k", ver(3, 1, b"three"), &s);
-            })
-        };
-        let seen = lsn_of(&i, b"k");
-        assert!(matches!(seen, Some(1 | 3 | 5)), "{seen:?}");
+        let seen = i.get(b"k").map(|v| (v.lsn, v.val));
+        assert!(
+            seen == Some((1, Val::inline(b"one"))) || seen == Some((5, Val::inline(b"five"))),
+            "{seen:?}"
+        );
         let x = i.get(b"x");
         assert!(x.is_none() || x.is_some_and(|v| v.lsn == 1));
         w.join().expect("writer");
-        old.join().expect("older writer");
         assert_eq!(lsn_of(&i, b"k"), Some(5));
         assert_eq!(i.get(b"x"), None);
+    });
+}
+
+/// Two puts of one key race with different LSNs: the newer one wins in either order
+/// (Algorithm 1), and the loser's outcome says so.
+#[test]
+fn racing_lsns_newest_wins() {
+    model(|| {
+        let s = Snapshots::default();
+        let i = Arc::new(Olc::new());
+        i.put_validate(b"k", ver(1, 1, b"one"), &s);
+        let w = {
+            let i = i.clone();
+            thread::spawn(move || {
+                let s = Snapshots::default();
+                i.put_validate(b"k", ver(3, 1, b"three"), &s)
+            })
+        };
+        let mine = i.put_validate(b"k", ver(5, 1, b"five"), &s);
+        let theirs = w.join().expect("writer");
+        assert_eq!(mine, PutOutcome::Replaced);
+        assert!(matches!(theirs, PutOutcome::Replaced | PutOutcome::Stale));
+        assert_eq!(lsn_of(&i, b"k"), Some(5));
     });
 }
