@@ -590,7 +590,10 @@ fn main() {
                 "g" => (
                     "cascadekv OLC B+-tree",
                     bench(
-                        &Opt(cascadekv::internals::Olc::new(), Default::default()),
+                        &Opt(
+                            cascadekv::internals::Olc::new(),
+                            cascadekv::internals::Snapshots::default(),
+                        ),
                         &keys,
                         args.threads,
                     ),

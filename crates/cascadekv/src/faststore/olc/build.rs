@@ -105,13 +105,13 @@ impl Olc {
 
 /// `skip` of a node whose range is `[low, high)` (`None`: unbounded).
 fn bound_prefix(low: Option<*mut IKey>, high: Option<*mut IKey>) -> usize {
-    match (low, high) {
-        // SAFETY: bounds are separators allocated by `bulk_load`, not yet freed.
-        (Some(l), h) => unsafe { l.as_ref() }.map_or(0, |l| {
-            shared_prefix(l, h.and_then(|h| unsafe { h.as_ref() }))
-        }),
-        (None, _) => 0,
-    }
+    let Some(low) = low else {
+        return 0;
+    };
+    // SAFETY: bounds are separators allocated by `bulk_load`, not yet freed.
+    let high = high.and_then(|h| unsafe { h.as_ref() });
+    // SAFETY: as above.
+    unsafe { low.as_ref() }.map_or(0, |l| shared_prefix(l, high))
 }
 
 /// Frees the subtree under `p` with every entry and separator it owns.

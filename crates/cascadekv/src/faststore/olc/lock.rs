@@ -1,5 +1,5 @@
 //! The version lock of one index node (optimistic lock coupling, Leis et al., "The ART
-//! of Practical Synchronization", DaMoN 2016; the same protocol as Masstree's node
+//! of Practical Synchronization", 2016; the same protocol as Masstree's node
 //! versions, which FluidKV's FastStore index uses, §5.1).
 //!
 //! One `u64` per node: bit 1 is the writer lock, the bits above it count completed

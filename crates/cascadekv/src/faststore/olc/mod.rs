@@ -22,7 +22,7 @@
 //! invariants it rests on are listed in [`node`] and docs/design.md ("Optimistic
 //! index"). Nodes and separators are freed only by `Drop` (`&mut self`); entries only by
 //! the epoch collector after a writer unlinked them. Loom models: `loom_tests.rs`;
-//! stress and model tests, also run under AddressSanitizer: `tests.rs`.
+//! stress and model tests, also run under `AddressSanitizer`: `tests.rs`.
 //!
 //! Thread-safety: `Olc` is `Send + Sync`; all methods take `&self`. Each node's fields
 //! are guarded by its version lock (writers) and validated by it (readers); `root` is

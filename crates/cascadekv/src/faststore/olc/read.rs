@@ -78,6 +78,7 @@ impl Olc {
     }
 
     /// Finds `p`'s entry; `None` = restart, `Some(None)` = absent.
+    #[expect(clippy::option_option, reason = "restart, absent, found")]
     fn try_find<'g>(&self, p: &Probe<'_>, g: &'g Guard) -> Option<Option<Shared<'g, Entry>>> {
         let (leaf, ver) = self.leaf_for(p)?;
         let found = leaf.find(p, leaf.len(), g)?;

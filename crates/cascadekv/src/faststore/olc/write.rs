@@ -110,56 +110,50 @@ impl Olc {
     /// Splits the full inner node `node` (read at version `ver`) below `parent`, if
     /// neither changed since they were read.
     fn split_inner(&self, node: &Inner, ver: u64, parent: Parent<'_>) {
-        match parent {
-            Some((par, pv, c)) => {
-                let Some(_pw) = par.h.lock.upgrade(pv) else {
-                    return;
-                };
-                let Some(_nw) = node.h.lock.upgrade(ver) else {
-                    return;
-                };
-                let (sep, right) = split_inner_node(node);
-                par_insert(par, c, sep, right);
-            }
-            None => {
-                let Some(_nw) = node.h.lock.upgrade(ver) else {
-                    return;
-                };
-                let (sep, right) = split_inner_node(node);
-                self.grow(std::ptr::from_ref(&node.h).cast_mut(), sep, right);
-            }
+        if let Some((par, pv, c)) = parent {
+            let Some(_pw) = par.h.lock.upgrade(pv) else {
+                return;
+            };
+            let Some(_nw) = node.h.lock.upgrade(ver) else {
+                return;
+            };
+            let (sep, right) = split_inner_node(node);
+            par_insert(par, c, sep, right);
+        } else {
+            let Some(_nw) = node.h.lock.upgrade(ver) else {
+                return;
+            };
+            let (sep, right) = split_inner_node(node);
+            self.grow(std::ptr::from_ref(&node.h).cast_mut(), sep, right);
         }
     }
 
     /// Splits the full leaf `leaf` (read at version `ver`) below `parent`, if neither
     /// changed since they were read.
     fn split_leaf(&self, leaf: &Leaf, ver: u64, parent: Parent<'_>, g: &Guard) {
-        match parent {
-            Some((par, pv, c)) => {
-                let Some(_pw) = par.h.lock.upgrade(pv) else {
-                    return;
-                };
-                let Some(_lw) = leaf.h.lock.upgrade(ver) else {
-                    return;
-                };
-                // The leaf's exclusive upper bound: the separator right of it.
-                let high = if c < par.len() {
-                    par.sep(c)
-                } else {
-                    // SAFETY: `high` is null or a separator, freed only by `Drop`.
-                    unsafe { par.high.load(Ordering::Relaxed).as_ref() }
-                };
-                if let Some((sep, right)) = split_leaf_node(leaf, high, g) {
-                    par_insert(par, c, sep, right);
-                }
+        if let Some((par, pv, c)) = parent {
+            let Some(_pw) = par.h.lock.upgrade(pv) else {
+                return;
+            };
+            let Some(_lw) = leaf.h.lock.upgrade(ver) else {
+                return;
+            };
+            // The leaf's exclusive upper bound: the separator right of it.
+            let high = if c < par.len() {
+                par.sep(c)
+            } else {
+                // SAFETY: `high` is null or a separator, freed only by `Drop`.
+                unsafe { par.high.load(Ordering::Relaxed).as_ref() }
+            };
+            if let Some((sep, right)) = split_leaf_node(leaf, high, g) {
+                par_insert(par, c, sep, right);
             }
-            None => {
-                let Some(_lw) = leaf.h.lock.upgrade(ver) else {
-                    return;
-                };
-                if let Some((sep, right)) = split_leaf_node(leaf, None, g) {
-                    self.grow(std::ptr::from_ref(&leaf.h).cast_mut(), sep, right);
-                }
+        } else {
+            let Some(_lw) = leaf.h.lock.upgrade(ver) else {
+                return;
+            };
+            if let Some((sep, right)) = split_leaf_node(leaf, None, g) {
+                self.grow(std::ptr::from_ref(&leaf.h).cast_mut(), sep, right);
             }
         }
     }
