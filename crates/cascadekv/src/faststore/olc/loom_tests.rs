@@ -61,7 +61,7 @@ fn read_during_split() {
             keys == [&b"a"[..], b"c"] || keys == [&b"a"[..], b"b", b"c"],
             "{keys:?}"
         );
-        w.join().expect("writer");
+        w.join().unwrap_or_else(|_| panic!("writer panicked"));
         assert_eq!(lsn_of(&i, b"a"), Some(1));
         assert_eq!(lsn_of(&i, b"b"), Some(3));
         assert_eq!(lsn_of(&i, b"c"), Some(2));
@@ -84,7 +84,7 @@ fn racing_inserts_split_once() {
             })
         };
         i.put_validate(b"c", ver(4, 1, b"c"), &s);
-        w.join().expect("writer");
+        w.join().unwrap_or_else(|_| panic!("writer panicked"));
         let mut keys = Vec::new();
         i.for_each(|k, _| keys.push(k.to_vec()));
         assert_eq!(keys, [b"a", b"b", b"c", b"d"]);
@@ -119,7 +119,7 @@ fn replace_and_remove_against_a_reader() {
         );
         let x = i.get(b"x");
         assert!(x.is_none() || x.is_some_and(|v| v.lsn == 1));
-        w.join().expect("writer");
+        w.join().unwrap_or_else(|_| panic!("writer panicked"));
         assert_eq!(lsn_of(&i, b"k"), Some(5));
         assert_eq!(i.get(b"x"), None);
     });
@@ -141,7 +141,7 @@ fn racing_lsns_newest_wins() {
             })
         };
         let mine = i.put_validate(b"k", ver(5, 1, b"five"), &s);
-        let theirs = w.join().expect("writer");
+        let theirs = w.join().unwrap_or_else(|_| panic!("writer panicked"));
         assert_eq!(mine, PutOutcome::Replaced);
         assert!(matches!(theirs, PutOutcome::Replaced | PutOutcome::Stale));
         assert_eq!(lsn_of(&i, b"k"), Some(5));
