@@ -2,7 +2,8 @@
 //!
 //! `bulk_load` builds complete leaves (3/4 full, so early inserts do not split at once)
 //! and inner levels bottom-up, computes each node's `skip` from its final bounds, and
-//! publishes the new root with one release store. The previous root is kept in
+//! publishes the new root with one release store, holding the old root's lock (so no
+//! racing put can grow a root above the old one). The previous root is kept in
 //! `orphans` and freed by `Drop`, since a racing reader may still be inside it.
 //!
 //! Ownership for `Drop`: each node is the child of exactly one inner node slot in
@@ -95,10 +96,27 @@ impl Olc {
             level = up;
         }
         if let Some(&(_, root)) = level.first() {
-            let old = self.root.swap(root, Ordering::AcqRel);
-            self.orphans
-                .lock()
-                .push(std::sync::atomic::AtomicPtr::new(old));
+            // Swap with the old root locked: a racing put that read it can then no
+            // longer grow a new root above it (its upgrade fails), so the old tree
+            // stays disjoint from the new one and `Drop` frees each node once.
+            loop {
+                let old = self.root.load(Ordering::Acquire);
+                // SAFETY: `root` always holds a live node; nodes are freed by `Drop`.
+                let Some(node) = (unsafe { node_ref(old) }) else {
+                    break;
+                };
+                let lock = &node.header().lock;
+                let Some(_w) = lock.read().and_then(|v| lock.upgrade(v)) else {
+                    super::sync::backoff();
+                    continue;
+                };
+                if self.root.load(Ordering::Acquire) == old {
+                    self.root.store(root, Ordering::Release);
+                    let old = std::sync::atomic::AtomicPtr::new(old);
+                    self.orphans.lock().push(old);
+                    break;
+                }
+            }
         }
     }
 }
