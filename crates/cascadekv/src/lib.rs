@@ -85,6 +85,8 @@ pub mod internals {
     pub use crate::coding::{crc32c, crc32c_extend};
     /// The FastStore's ordered index and what it stores (index benchmark).
     pub use crate::epoch::Snapshots;
+    /// The optimistic (OLC) ordered index alone (index benchmark).
+    pub use crate::faststore::olc::Olc;
     pub use crate::faststore::{Index, PutOutcome, Val, Version};
     /// Values as the stages share them.
     pub use crate::value::{Value, ValuePtr, ValueRef};

@@ -8,11 +8,12 @@
 //! counters chosen by key hash. Heap use is measured with the counting
 //! global allocator.
 //!
-//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f]`
+//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]`
 //! with a = crossbeam `SkipMap`, b = scc `TreeIndex`, c = 64 sharded
 //! `RwLock<BTreeMap>` (naive baseline), d = CascadeKV's own B-link tree, e = the
 //! same tree in CascadeKV's hybrid index (HiKV: a hash index beside it), f = the
-//! `masstree` crate.
+//! `masstree` crate, g = CascadeKV's optimistic B+-tree (the FastStore index module
+//! `faststore/olc` alone).
 
 #![deny(
     clippy::unwrap_used,
@@ -467,7 +468,9 @@ struct Args {
 
 /// Prints `msg` and the usage line to stderr and exits with status 2.
 fn usage_exit(msg: &str) -> ! {
-    eprintln!("{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f]");
+    eprintln!(
+        "{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]"
+    );
     std::process::exit(2);
 }
 
@@ -495,6 +498,43 @@ fn parse_args() -> Args {
         usage_exit("--num and --threads must be positive");
     }
     args
+}
+
+/// (g) CascadeKV's optimistic B+-tree (`cascadekv::internals::Olc`, the FastStore
+/// index module on its own): node versions instead of locks for readers, in-place
+/// splits, entries behind one pointer.
+struct Opt(cascadekv::internals::Olc, cascadekv::internals::Snapshots);
+
+impl Index for Opt {
+    fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
+        let v = cascadekv::internals::Version {
+            lsn,
+            epoch: 1,
+            val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
+        };
+        self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
+    }
+
+    fn get(&self, key: &[u8]) -> Option<u64> {
+        let v = self.0.get(key)?;
+        let b = v.val.inline_bytes()?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b.get(..8)?);
+        Some(u64::from_le_bytes(a))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> usize {
+        let mut out = Vec::with_capacity(n);
+        self.0.collect_range(
+            Bound::Included(start),
+            Bound::Unbounded,
+            u64::MAX,
+            n,
+            &mut out,
+        );
+        black_box(&out);
+        out.len()
+    }
 }
 
 /// Runs every candidate on 8-byte and 24-byte keys and prints a markdown table.
@@ -546,6 +586,17 @@ fn main() {
                 "f" => (
                     "masstree crate",
                     bench(&Mass(masstree::MassTree15::new()), &keys, args.threads),
+                ),
+                "g" => (
+                    "cascadekv OLC B+-tree",
+                    bench(
+                        &Opt(
+                            cascadekv::internals::Olc::new(),
+                            cascadekv::internals::Snapshots::default(),
+                        ),
+                        &keys,
+                        args.threads,
+                    ),
                 ),
                 other => usage_exit(&format!("unknown candidate {other}")),
             };

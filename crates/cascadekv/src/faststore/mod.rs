@@ -32,6 +32,7 @@ pub(crate) mod ikey;
 pub(crate) mod index;
 pub(crate) mod lsn;
 pub(crate) mod node;
+pub(crate) mod olc;
 mod slot_sync;
 mod tree;
 mod updates;
