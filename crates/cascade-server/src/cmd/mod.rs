@@ -472,6 +472,17 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     let spec = ctx.commands.specs[i];
     if let Some(busy) = ctx.shared.store.gate().busy() {
         if !scripting::ALLOW_BUSY.contains(&spec.name) {
+            if spec.name == "exec" && ctx.client.multi.is_some() {
+                // As Redis rejects EXEC: the transaction is discarded, none of it runs.
+                ctx.client.multi = None;
+                ctx.client.multi_failed = false;
+                ctx.client.unwatch(&ctx.shared.store);
+                reply::error(
+                    ctx.out,
+                    &format!("EXECABORT Transaction discarded because of previous errors: {busy}"),
+                );
+                return Ran::done(Some(i), true);
+            }
             if ctx.client.multi.is_some() {
                 ctx.client.multi_failed = true;
             }
