@@ -102,14 +102,12 @@ fn pipelined_order_and_atomic_increments() {
 }
 
 #[test]
-#[ignore = "open: after SIGTERM and an immediate restart in this harness FCALL answers \
-            'Function not found', while the same steps by hand (redis-cli, kill) keep the \
-            library; not yet explained"]
 fn functions_survive_a_restart() {
     let dir = common::temp_dir("scripting-restart");
     let lib = "#!lua name=lib\nredis.register_function('twice', function(keys, args) return args[1] * 2 end)";
     {
         let mut srv = Server::start_in(&dir, &[]);
+        srv.keep_dir = true;
         let mut c = srv.connect();
         assert_eq!(c.cmd(&["FUNCTION", "LOAD", lib]), bulk("lib"));
         assert_eq!(c.cmd(&["FCALL", "twice", "0", "21"]), Reply::Int(42));
