@@ -75,6 +75,30 @@ fn invalidations_cross_workers_and_follow_the_own_reply() {
 }
 
 #[test]
+fn a_script_that_reads_tracks_its_declared_keys_and_noloop_skips_its_writes() {
+    let srv = Server::start(&[]);
+    let mut t = srv.connect();
+    let mut w = srv.connect();
+    resp3(&mut t);
+    assert_eq!(t.cmd(&["CLIENT", "TRACKING", "on", "NOLOOP"]), ok());
+    assert_eq!(w.cmd(&["SET", "a", "1"]), ok());
+    // A script that reads one key: every declared key is remembered (as Redis).
+    let read = "return redis.call('get', KEYS[1])";
+    assert_eq!(t.cmd(&["EVAL", read, "2", "a", "b"]), bulk("1"));
+    assert_eq!(w.cmd(&["SET", "b", "2"]), ok());
+    assert_eq!(t.read(), Some(invalidate(&["b"])));
+    // A script that only writes remembers nothing, and NOLOOP hides its own write.
+    let write = "return redis.call('set', KEYS[1], ARGV[1])";
+    assert_eq!(t.cmd(&["EVAL", write, "1", "c", "x"]), ok());
+    assert_eq!(t.cmd(&["EVAL", write, "1", "a", "y"]), ok());
+    assert_eq!(w.cmd(&["SET", "c", "3"]), ok());
+    assert_eq!(w.cmd(&["SET", "a", "4"]), ok());
+    // `a` was invalidated by nobody but the tracked client itself (NOLOOP): the next
+    // thing on the connection is PONG.
+    assert_eq!(t.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
+
+#[test]
 fn redirect_to_a_resp2_subscriber_then_broken() {
     let srv = Server::start(&[]);
     let mut sub = srv.connect();

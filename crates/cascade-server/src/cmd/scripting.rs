@@ -113,6 +113,8 @@ fn submit(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         cmd: c.clone(),
         resp3: ctx.out.resp3,
         db: ctx.client.db,
+        caller: ctx.client.id,
+        remember: ctx.client.tracking.remembers(),
         slot: slot.clone(),
     };
     if !ctx.shared.scripts.send(job) {

@@ -77,6 +77,8 @@ pub(crate) struct RunCtx<'s> {
     pub(crate) client: Client,
     /// `EVAL_RO` / `FCALL_RO` / a `no-writes` script: write commands are refused.
     pub(crate) read_only: bool,
+    /// A read-only command ran (client-side caching remembers the declared keys).
+    pub(crate) read_any: bool,
     /// The script's RESP version is 3 (`redis.setresp(3)`).
     pub(crate) resp3: Rc<Cell<bool>>,
 }
@@ -156,6 +158,9 @@ pub(crate) fn call(
     }
     if spec.writes() {
         run.shared.store.gate().note_write();
+    }
+    if spec.flags.contains(&"readonly") {
+        run.read_any = true;
     }
     let v = convert::reply_to_lua(lua, &out.buf, &mut 0)?;
     Ok((true, v))

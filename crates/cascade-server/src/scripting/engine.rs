@@ -123,6 +123,10 @@ pub(crate) struct Engine {
     current: Vec<Vec<u8>>,
     /// The database the calling client selected (scripts run in it).
     db: usize,
+    /// The calling client (see [`Job::caller`](super::Job)).
+    caller: u64,
+    /// The caller remembers the keys it reads (see [`Job::remember`](super::Job)).
+    remember: bool,
 }
 
 /// What one run is.
@@ -166,6 +170,8 @@ pub(crate) fn thread_main(weak: &Weak<Shared>, rx: &Receiver<Job>) {
             resp3: job.resp3,
         };
         engine.db = job.db;
+        engine.caller = job.caller;
+        engine.remember = job.remember;
         engine.handle(&shared, &job.cmd, &mut out);
         if shared.config.sync.load(Ordering::Relaxed) {
             if let Err(e) = shared.store.db().sync_thread() {
@@ -186,6 +192,8 @@ impl Engine {
             commands: Commands::default(),
             current: Vec::new(),
             db: 0,
+            caller: 0,
+            remember: false,
         })
     }
 
@@ -351,8 +359,11 @@ impl Engine {
             )
             .is_ok();
         self.vm.resp3.set(false);
+        let mut tx = Tx::in_db(store, self.db);
+        tx.set_origin(self.caller);
         let ctx = RefCell::new(RunCtx {
-            tx: Tx::in_db(store, self.db),
+            tx,
+            read_any: false,
             shared,
             commands: &self.commands,
             client: {
@@ -394,10 +405,19 @@ impl Engine {
                 ),
             );
         }
-        let RunCtx { tx, .. } = ctx.into_inner();
+        let RunCtx { tx, read_any, .. } = ctx.into_inner();
         if let Err(e) = store.commit(tx) {
             out.buf.clear();
             reply::error(out, &e.to_string());
+        } else if self.remember && read_any {
+            // Client-side caching: a script that ran a read command makes its caller
+            // remember every key it declared (Redis 7.0's `call()` does the same).
+            let cmd = Command::from_args(&self.current);
+            if let Ok((keys, _)) = key_split(&cmd, "") {
+                store
+                    .tracking()
+                    .remember(store.pubsub(), self.caller, &keys);
+            }
         }
         gate.end();
         *shared.scripts.running.lock() = None;

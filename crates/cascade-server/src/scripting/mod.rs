@@ -43,6 +43,10 @@ pub(crate) struct Job {
     pub(crate) resp3: bool,
     /// The client's selected database.
     pub(crate) db: usize,
+    /// The calling client's id: its own writes do not invalidate its cache (NOLOOP).
+    pub(crate) caller: u64,
+    /// The caller tracks the keys it reads now (client-side caching).
+    pub(crate) remember: bool,
     /// Where the reply goes.
     pub(crate) slot: Arc<Slot>,
 }
