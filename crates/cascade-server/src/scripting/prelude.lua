@@ -12,17 +12,21 @@ local sub, match, gsub = string.sub, string.match, string.gsub
 local raw = nil
 local function bind(f) raw = f end
 
+-- An error raised by a library written in Rust (a userdata) as the string Redis's C
+-- libraries raise: its first line, without mlua's prefix. Other values unchanged.
+local function plain(err)
+  if type(err) ~= 'userdata' then return err end
+  local s = tostring(err)
+  s = match(s, '^[^\n]*') or s
+  return (gsub(s, '^runtime error: ', ''))
+end
+
 -- Redis's error handler: an error becomes {err=..., source=..., line=...}, with the
 -- position of the innermost frame of user code.
 local function handler(err)
   local src, line = H.where()
   if type(err) ~= 'table' then
-    local s = tostring(err)
-    if type(err) == 'userdata' then
-      s = match(s, '^[^\n]*') or s
-      s = gsub(s, '^runtime error: ', '')
-    end
-    err = {err = 'ERR ' .. s}
+    err = {err = 'ERR ' .. tostring(plain(err))}
   end
   if src then
     err['source'] = src
@@ -42,13 +46,15 @@ end
 local KILLED = {err = 'ERR Script killed by user with SCRIPT KILL...'}
 local killed = H.killed
 -- pcall/xpcall cannot catch a SCRIPT KILL: once killed, the error goes on.
+-- A caught library error is a string, as with Redis's C libraries.
 G.pcall = function(...)
   local r = pack(opcall(...))
   if killed() then error(KILLED) end
+  if not r[1] then r[2] = plain(r[2]) end
   return unpack(r, 1, r.n)
 end
-G.xpcall = function(...)
-  local r = pack(oxpcall(...))
+G.xpcall = function(f, h)
+  local r = pack(oxpcall(f, function(e) return h(plain(e)) end))
   if killed() then error(KILLED) end
   return unpack(r, 1, r.n)
 end

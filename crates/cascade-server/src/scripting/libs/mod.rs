@@ -1,10 +1,11 @@
 //! The libraries Redis ships with its Lua, written in Rust as Lua functions:
-//! `bit` (`LuaBitOp`), `cjson` and `cmsgpack` (`struct` is not offered yet). Each file installs one global
-//! table; the prelude then makes the tables read-only.
+//! `bit` (`LuaBitOp`), `cjson`, `cmsgpack` and `struct`. Each file installs one
+//! global table; the prelude then makes the tables read-only.
 
 pub(crate) mod bit;
 pub(crate) mod cjson;
 pub(crate) mod cmsgpack;
+pub(crate) mod structlib;
 
 use mlua::Lua;
 
@@ -14,6 +15,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<()> {
     g.set("bit", bit::table(lua)?)?;
     g.set("cjson", cjson::table(lua)?)?;
     g.set("cmsgpack", cmsgpack::table(lua)?)?;
+    g.set("struct", structlib::table(lua)?)?;
     Ok(())
 }
 
