@@ -525,6 +525,11 @@ pub(crate) fn info(shared: &Shared, args: &[String]) -> String {
         {
             let _ = write!(o, "{}:{}\r\n", mt.info, mt.value);
         }
+        if *name == "errorstats" {
+            for (code, n) in shared.metrics.error_codes.lock().iter() {
+                let _ = write!(o, "errorstat_{code}:count={n}\r\n");
+            }
+        }
         if *name == "commandstats" {
             for (n, t) in command_totals(shared) {
                 if t.calls > 0 {

@@ -97,7 +97,14 @@ pub(crate) struct Metrics {
     pub(crate) timed_out: AtomicU64,
     /// Clients parked in a blocking command.
     pub(crate) blocked: AtomicI64,
+    /// Error replies by code (`INFO errorstats`): the first word of the error.
+    /// Error replies are rare, so one lock; at most [`MAX_ERROR_CODES`] codes, as
+    /// Redis, after which new codes are not counted (`errorstat_` lines stay bounded).
+    pub(crate) error_codes: parking_lot::Mutex<std::collections::BTreeMap<String, u64>>,
 }
+
+/// The most distinct error codes `INFO errorstats` keeps (Redis's limit).
+pub(crate) const MAX_ERROR_CODES: usize = 128;
 
 /// One command's totals over all workers.
 #[derive(Debug, Default, Clone)]
@@ -157,8 +164,28 @@ impl Metrics {
             + self.sum(|w| &w.unknown)
     }
 
+    /// Counts an error reply (`reply` starts with `-`) under its code; anything else
+    /// is ignored.
+    pub(crate) fn count_error(&self, reply: &[u8]) {
+        let Some(rest) = reply.strip_prefix(b"-") else {
+            return;
+        };
+        let end = rest
+            .iter()
+            .position(|&b| b == b' ' || b == b'\r')
+            .unwrap_or(rest.len());
+        let code = String::from_utf8_lossy(&rest[..end]);
+        let mut codes = self.error_codes.lock();
+        if let Some(n) = codes.get_mut(code.as_ref()) {
+            *n += 1;
+        } else if codes.len() < MAX_ERROR_CODES {
+            codes.insert(code.into_owned(), 1);
+        }
+    }
+
     /// Zeroes the command counters (CONFIG RESETSTAT).
     pub(crate) fn reset(&self) {
+        self.error_codes.lock().clear();
         for w in &self.workers {
             for c in &w.cmds {
                 c.calls.store(0, Ordering::Relaxed);
@@ -258,5 +285,30 @@ mod tests {
         assert!(s.contains("lat_bucket{cmd=\"x\",le=\"0.00001\"} 1"), "{s}");
         assert!(s.contains("lat_bucket{cmd=\"x\",le=\"+Inf\"} 3"));
         assert!(s.contains("lat_count{cmd=\"x\"} 3"));
+    }
+
+    #[test]
+    fn error_replies_counted_by_code_and_bounded() {
+        let m = Metrics::new(vec!["a"], Vec::new());
+        m.count_error(b"-WRONGTYPE Operation against a key\r\n");
+        m.count_error(b"-ERR x\r\n");
+        m.count_error(b"-ERR y\r\n");
+        m.count_error(b"+OK\r\n");
+        m.count_error(b"-NOSPACE\r\n");
+        let got: Vec<(String, u64)> = m.error_codes.lock().clone().into_iter().collect();
+        assert_eq!(
+            got,
+            [
+                ("ERR".into(), 2),
+                ("NOSPACE".into(), 1),
+                ("WRONGTYPE".into(), 1)
+            ]
+        );
+        for i in 0..2 * MAX_ERROR_CODES {
+            m.count_error(format!("-E{i} z\r\n").as_bytes());
+        }
+        assert_eq!(m.error_codes.lock().len(), MAX_ERROR_CODES);
+        m.reset();
+        assert!(m.error_codes.lock().is_empty());
     }
 }

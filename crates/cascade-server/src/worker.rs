@@ -371,6 +371,7 @@ impl Worker {
             }
             // A script's reply came back from the script thread: it goes out in order.
             if let Some(r) = c.client.script.as_ref().and_then(|s| s.take()) {
+                self.shared.metrics.count_error(&r);
                 c.out.buf.extend_from_slice(&r);
                 c.client.script = None;
                 more = true;
@@ -808,6 +809,10 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 let was_authed = ctx.client.authed;
                 let (mode, mark) = (ctx.client.reply_mode, ctx.out.buf.len());
                 let ran = dispatch(&mut ctx, cmd);
+                // INFO errorstats: an error reply, whichever way the handler wrote it.
+                if let Some(r) = ctx.out.buf.get(mark..) {
+                    shared.metrics.count_error(r);
+                }
                 if mode != ReplyMode::On || client.reply_mode != ReplyMode::On {
                     apply_reply_mode(client, out, mode, mark, ran.idx, commands);
                 }

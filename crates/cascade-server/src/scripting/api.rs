@@ -128,6 +128,19 @@ pub(crate) fn call(
     if run.read_only && spec.writes() {
         return fail("Write commands are not allowed from read-only scripts.");
     }
+    // A script cannot wait: XREAD/XREADGROUP refuse BLOCK there, as in Redis.
+    if matches!(spec.name, "xread" | "xreadgroup")
+        && words
+            .iter()
+            .skip(1)
+            .take_while(|w| !w.eq_ignore_ascii_case(b"streams"))
+            .any(|w| w.eq_ignore_ascii_case(b"block"))
+    {
+        return fail(&format!(
+            "{} command is not allowed with BLOCK option from scripts",
+            spec.name
+        ));
+    }
     let cmd = Command::from_args(&words);
     let mut out = Out {
         buf: Vec::new(),
