@@ -117,6 +117,27 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             reply::bulk(out, b"group");
             reply::bulk(out, s.group.as_bytes());
         }
+    } else if is(sub, "getkeys") && c.len() >= 3 {
+        let target = Command::from_args(&c.to_vecs()[2..]);
+        let Some(i) = commands.lookup(target.arg(0)) else {
+            return Err(CmdError::err("Invalid command specified"));
+        };
+        let spec = &specs[i];
+        let n = i64::try_from(target.len()).unwrap_or(i64::MAX);
+        let a = i64::from(spec.arity);
+        if (a > 0 && n != a) || (a < 0 && n < -a) {
+            return Err(CmdError::err(
+                "Invalid number of arguments specified for command",
+            ));
+        }
+        let keys = match spec.keys {
+            super::Keys::All => Vec::new(),
+            k => k.of(&target),
+        };
+        if keys.is_empty() {
+            return Err(CmdError::err("The command has no key arguments"));
+        }
+        reply::bulk_array(ctx.out, keys.into_iter());
     } else if is(sub, "help") {
         let lines: &[&[u8]] = &[
             b"COMMAND",
@@ -124,6 +145,7 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             b"COMMAND LIST",
             b"COMMAND INFO [<name> ...]",
             b"COMMAND DOCS [<name> ...]",
+            b"COMMAND GETKEYS <full-command>",
         ];
         reply::bulk_array(ctx.out, lines.iter().copied());
     } else {
@@ -366,6 +388,41 @@ mod tests {
         k.expect(
             &["COMMAND", "BAD"],
             "-ERR unknown subcommand 'BAD'. Try COMMAND HELP.\r\n",
+        );
+    }
+
+    #[test]
+    fn command_getkeys() {
+        let mut k = Kit::new();
+        let keys = |k: &mut Kit, args: &[&str]| -> Vec<String> {
+            let mut a = vec!["COMMAND", "GETKEYS"];
+            a.extend_from_slice(args);
+            k.strings(&a)
+        };
+        assert_eq!(keys(&mut k, &["mset", "a", "1", "b", "2"]), ["a", "b"]);
+        assert_eq!(
+            keys(&mut k, &["fcall", "f", "2", "x", "y", "arg"]),
+            ["x", "y"]
+        );
+        assert_eq!(
+            keys(&mut k, &["zunionstore", "d", "2", "a", "b"]),
+            ["d", "a", "b"]
+        );
+        assert_eq!(
+            keys(&mut k, &["xread", "streams", "s", "t", "0", "0"]),
+            ["s", "t"]
+        );
+        k.expect(
+            &["COMMAND", "GETKEYS", "nosuch", "a"],
+            "-ERR Invalid command specified\r\n",
+        );
+        k.expect(
+            &["COMMAND", "GETKEYS", "get"],
+            "-ERR Invalid number of arguments specified for command\r\n",
+        );
+        k.expect(
+            &["COMMAND", "GETKEYS", "ping"],
+            "-ERR The command has no key arguments\r\n",
         );
     }
 

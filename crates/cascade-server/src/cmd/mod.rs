@@ -262,11 +262,12 @@ impl Keys {
                 let n = usize::try_from(n)
                     .unwrap_or(0)
                     .min(c.len().saturating_sub(at + 1));
-                let mut keys: Vec<&[u8]> = (at + 1..=at + n).map(|i| c.arg(i)).collect();
-                if dest {
-                    keys.push(c.arg(1));
-                }
-                return keys;
+                // The destination first, as Redis lists them (COMMAND GETKEYS).
+                let dest = dest.then(|| c.arg(1));
+                return dest
+                    .into_iter()
+                    .chain((at + 1..=at + n).map(|i| c.arg(i)))
+                    .collect();
             }
             Keys::Streams { from } => {
                 let Some(at) = (from..c.len()).find(|&i| is(c.arg(i), "streams")) else {
