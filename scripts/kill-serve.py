@@ -12,10 +12,11 @@ merges and (with `--pin-fraction`) promotions run during the kills.
 
 With `--types` each client also owns hashes, lists, sets, sorted sets, counters and
 streams (HSET/HDEL, RPUSH/LPOP, SADD/SREM, ZADD/ZREM, INCRBY, XADD * MAXLEN = 30/XDEL)
-and pairs of strings it sets together in MULTI/EXEC: after a crash each must hold its
+pairs of strings it sets together in MULTI/EXEC, and triples a Lua script (EVAL) writes
+together (two strings and a run counter): after a crash each must hold its
 acknowledged state or that state with the in-flight command applied (a stream: every
-acknowledged XADD id with its entry), and both keys of a pair must come from the same
-transaction.
+acknowledged XADD id with its entry), and the keys of a pair or triple must come from
+the same transaction or script.
 
     python3 scripts/kill-serve.py --cycles 200 --slow --pin-fraction 0.7
     python3 scripts/kill-serve.py --cycles 100 --types
@@ -87,7 +88,7 @@ class Writer(threading.Thread):
         """One command on a key of another type; the oracle holds each key's state as
         a canonical Python value (see `read_state`)."""
         r = self.rng
-        kind = r.choice("hlszcmx")
+        kind = r.choice("hlszcmxe")
         key = f"{kind}:{self.t}:{i % 200}"
         acked, _ = self.oracle.get(key, (EMPTY[kind], ""))
         member = f"m{r.randrange(12)}"
@@ -136,6 +137,11 @@ class Writer(threading.Thread):
             d = r.randrange(-50, 100)
             after = acked + d
             send = lambda: c.incrby(key, d)
+        elif kind == "e":
+            # A Lua script: two strings and a counter, written as one engine batch.
+            v = f"{key}|{r.getrandbits(40):x}"
+            after = (v, v, acked[2] + 1)
+            send = lambda: c.eval(SCRIPT, 3, key + ":a", key + ":b", key + ":n", v)
         else:
             # A pair of strings set together in one transaction.
             v = f"{key}|{r.getrandbits(40):x}"
@@ -153,7 +159,13 @@ class Writer(threading.Thread):
 
 
 # What a never-written key of each kind reads as.
-EMPTY = {"h": (), "l": (), "s": (), "z": (), "c": 0, "m": (None, None), "x": ()}
+EMPTY = {"h": (), "l": (), "s": (), "z": (), "c": 0, "m": (None, None), "x": (),
+         "e": (None, None, 0)}
+
+# The script of kind "e": sets two keys to ARGV[1] and counts its runs.
+SCRIPT = """redis.call('set', KEYS[1], ARGV[1])
+redis.call('set', KEYS[2], ARGV[1])
+return redis.call('incr', KEYS[3])"""
 
 
 def read_state(c, key):
@@ -172,6 +184,10 @@ def read_state(c, key):
     if kind == "c":
         v = c.get(key)
         return 0 if v is None else int(v)
+    if kind == "e":
+        a, b, n = c.mget([key + ":a", key + ":b", key + ":n"])
+        return (None if a is None else a.decode(), None if b is None else b.decode(),
+                0 if n is None else int(n))
     a, b = c.mget([key + ":a", key + ":b"])
     return (None if a is None else a.decode(), None if b is None else b.decode())
 
@@ -264,7 +280,7 @@ def main():
     ap.add_argument("--fast-budget", default="6M")
     ap.add_argument("--max-wait", type=float, default=3.0, help="most seconds between kills")
     ap.add_argument("--types", action="store_true",
-                    help="also hashes, lists, sets, sorted sets, counters, streams and MULTI/EXEC pairs")
+                    help="also hashes, lists, sets, sorted sets, counters, streams, MULTI/EXEC pairs and Lua scripts")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     args.work = tempfile.mkdtemp(prefix="kill-serve-")
