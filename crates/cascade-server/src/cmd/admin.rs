@@ -89,8 +89,33 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     let sub = c.arg(1);
     if is(sub, "count") && c.len() == 2 {
         reply::int(ctx.out, crate::cmd::args::len_i64(specs.len()));
-    } else if is(sub, "list") && c.len() == 2 {
-        reply::bulk_array(ctx.out, specs.iter().map(|s| s.name.as_bytes()));
+    } else if is(sub, "list") {
+        // COMMAND LIST [FILTERBY MODULE m | ACLCAT cat | PATTERN glob]. No modules
+        // exist; a command's ACL category is its group here.
+        let filter = match c.len() {
+            2 => None,
+            5 if is(c.arg(2), "filterby") => Some((c.arg(3).to_ascii_lowercase(), c.arg(4))),
+            _ => return Err(CmdError::err("syntax error")),
+        };
+        let keep = |s: &super::Spec| match &filter {
+            None => true,
+            Some((by, arg)) => match by.as_slice() {
+                b"pattern" => crate::glob::matches(arg, s.name.as_bytes(), true),
+                b"aclcat" => s.group.as_bytes().eq_ignore_ascii_case(arg),
+                _ => false,
+            },
+        };
+        if let Some((by, _)) = &filter {
+            if !matches!(by.as_slice(), b"pattern" | b"aclcat" | b"module") {
+                return Err(CmdError::err("syntax error"));
+            }
+        }
+        let names: Vec<&[u8]> = specs
+            .iter()
+            .filter(|s| keep(s))
+            .map(|s| s.name.as_bytes())
+            .collect();
+        reply::bulk_array(ctx.out, names.into_iter());
     } else if is(sub, "info") {
         let which = if c.len() == 2 {
             (0..specs.len()).map(Some).collect()
@@ -130,11 +155,13 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
                 "Invalid number of arguments specified for command",
             ));
         }
+        // A command with a key count (EVAL 0) may name no key: an empty list. One
+        // without key arguments at all is an error.
         let keys = match spec.keys {
-            super::Keys::All => Vec::new(),
+            super::Keys::All | super::Keys::None => Vec::new(),
             k => k.of(&target),
         };
-        if keys.is_empty() {
+        if keys.is_empty() && !movable(spec) {
             return Err(CmdError::err("The command has no key arguments"));
         }
         reply::bulk_array(ctx.out, keys.into_iter());
@@ -154,6 +181,18 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     Ok(())
 }
 
+/// Redis's `movablekeys`: where the keys are cannot be told from first/last/step
+/// alone (a key count, a `STREAMS` keyword, or an optional `STORE` key).
+fn movable(s: &super::Spec) -> bool {
+    matches!(
+        s.keys,
+        super::Keys::Num { .. } | super::Keys::Streams { .. }
+    ) || matches!(
+        s.name,
+        "sort" | "sort_ro" | "migrate" | "georadius" | "georadiusbymember"
+    )
+}
+
 fn command_info(out: &mut Out, specs: &[super::Spec], which: &[Option<usize>]) {
     reply::array_header(out, which.len());
     for w in which {
@@ -164,9 +203,13 @@ fn command_info(out: &mut Out, specs: &[super::Spec], which: &[Option<usize>]) {
         reply::array_header(out, 6);
         reply::bulk(out, s.name.as_bytes());
         reply::int(out, i64::from(s.arity));
-        reply::array_header(out, s.flags.len());
+        let mov = movable(s);
+        reply::array_header(out, s.flags.len() + usize::from(mov));
         for f in s.flags {
             reply::simple(out, f);
+        }
+        if mov {
+            reply::simple(out, "movablekeys");
         }
         let (first, last, step) = s.keys.triple();
         reply::int(out, i64::from(first));
@@ -406,8 +449,17 @@ mod tests {
         );
         assert_eq!(
             keys(&mut k, &["zunionstore", "d", "2", "a", "b"]),
-            ["d", "a", "b"]
+            ["a", "b", "d"]
         );
+        assert!(keys(&mut k, &["eval", "return 1", "0"]).is_empty());
+        assert_eq!(
+            k.strings(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "zunion*"]),
+            ["zunion", "zunionstore"]
+        );
+        assert!(k
+            .strings(&["COMMAND", "LIST", "FILTERBY", "MODULE", "m"])
+            .is_empty());
+        k.expect(&["COMMAND", "LIST", "x"], "-ERR syntax error\r\n");
         assert_eq!(
             keys(&mut k, &["xread", "streams", "s", "t", "0", "0"]),
             ["s", "t"]

@@ -20,6 +20,7 @@ pub(crate) static SPECS: &[Spec] = &[
     spec("del", -2, W, ALLKEYS, "generic", "Deletes keys.", Data(del)),
     spec("unlink", -2, W, ALLKEYS, "generic", "Deletes keys.", Data(del)),
     spec("exists", -2, R, ALLKEYS, "generic", "Counts existing keys.", Data(exists)),
+    spec("touch", -2, R, ALLKEYS, "generic", "Counts existing keys (touches them).", Data(exists)),
     spec("type", 2, R, KEY1, "generic", "Returns the type of a key.", Data(type_)),
     spec("dbsize", 1, R, Keys::None, "server", "Returns the number of keys.", Data(dbsize)),
     spec("keys", 2, R, Keys::None, "generic", "Returns keys matching a pattern.", Data(keys)),

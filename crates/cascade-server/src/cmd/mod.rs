@@ -262,12 +262,9 @@ impl Keys {
                 let n = usize::try_from(n)
                     .unwrap_or(0)
                     .min(c.len().saturating_sub(at + 1));
-                // The destination first, as Redis lists them (COMMAND GETKEYS).
+                // The destination last, as Redis lists them (COMMAND GETKEYS).
                 let dest = dest.then(|| c.arg(1));
-                return dest
-                    .into_iter()
-                    .chain((at + 1..=at + n).map(|i| c.arg(i)))
-                    .collect();
+                return (at + 1..=at + n).map(|i| c.arg(i)).chain(dest).collect();
             }
             Keys::Streams { from } => {
                 let Some(at) = (from..c.len()).find(|&i| is(c.arg(i), "streams")) else {
