@@ -5,8 +5,10 @@
 //! read in place from the mapping, so there is no cache to enter. Instead each table
 //! keeps one bit per block unit (`offset / block_size`): clear when the `Lst` handle is
 //! made (at open, or when a flush or compaction places the table), set by the first
-//! read whose CRC-32C and header verified, and read by later gets and scans, which then
-//! skip the checksum (FluidKV §4.3 reads a 512 B block per lookup; the CRC over it was
+//! read whose CRC-32C and header verified, and read by later gets, which then skip the
+//! checksum (scans — and so compactions, merges and demotions, which read through them —
+//! always verify, so bytes changed after their first check are never rewritten into a
+//! new table under a fresh checksum) (FluidKV §4.3 reads a 512 B block per lookup; the CRC over it was
 //! 11–13 % of a `readrandom` after `settle` and pulled every line of the block into
 //! cache, where a search needs two or three of them).
 //!
