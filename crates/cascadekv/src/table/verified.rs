@@ -65,10 +65,11 @@ impl Verified {
     /// Records that the block at `unit` just verified. A store only when the bit was
     /// clear, so the word's cache line stays shared among readers once warm.
     pub(crate) fn set(&self, unit: u64) {
-        if let Some((w, b)) = self.at(unit) {
-            if w.load(Ordering::Relaxed) & b == 0 {
-                w.fetch_or(b, Ordering::Relaxed);
-            }
+        let clear = self
+            .at(unit)
+            .filter(|(w, b)| w.load(Ordering::Relaxed) & b == 0);
+        if let Some((w, b)) = clear {
+            w.fetch_or(b, Ordering::Relaxed);
         }
     }
 
