@@ -225,7 +225,7 @@ fn a_flip_after_a_blocks_first_read_is_caught_by_the_next_scrub_pass() {
     let dir = root.join("db");
     build(&dir);
     let want = |i: u32| {
-        let len = if i % 3 == 0 { 200 } else { 16 };
+        let len = if i.is_multiple_of(3) { 200 } else { 16 };
         vec![b'b'; len]
     };
     let db = Db::open(
