@@ -191,8 +191,10 @@ struct ServeArgs {
     #[arg(long, default_value = "256M", value_parser = parse_size)]
     faststore_capacity: u64,
     /// Scrub in the background: re-verify every table block and separated value at
-    /// most this many bytes per second (e.g. 8M; 0 = off). Findings show in INFO.
-    #[arg(long, default_value = "0", value_parser = parse_size)]
+    /// most this many bytes per second (0 = off). Gets verify a table block on its
+    /// first read after start only; the scrubber catches a flip after that (README
+    /// "Guarantees"). Findings show in INFO.
+    #[arg(long, default_value = "16M", value_parser = parse_size)]
     scrub_rate: u64,
     /// Slow (capacity) tier directory, on ordinary SSD: StableStore data beyond
     /// --fast-budget moves to table files here. A store with slow-tier data must

@@ -72,9 +72,12 @@ impl Lst {
                 return w;
             };
             let until = || idx.index_at(i + 1).map(|n| n.first_key.to_vec());
+            // Always a full check, whatever `verified.rs` says; its finding is recorded
+            // there, so a damaged block makes every later get of it an error.
             let data = match self.block(e.addr, e.units, BlockKind::Data, &mut buf, Access::Bulk) {
                 Ok(d) => d,
                 Err(err) => {
+                    self.note_checked(e.addr, false);
                     damage(TableDamage {
                         addr: self.base + e.addr,
                         error: err,
@@ -87,6 +90,7 @@ impl Lst {
             w.blocks += 1;
             w.bytes += data_len(&data);
             if data.key_at(0) != Some(e.first_key) {
+                self.note_checked(e.addr, false);
                 damage(TableDamage {
                     addr: self.base + e.addr,
                     error: self.block_error(
@@ -98,6 +102,7 @@ impl Lst {
                 });
                 continue;
             }
+            self.note_checked(e.addr, true);
             for j in 0..data.count() {
                 let Some((k, v)) = data.data_at(j) else {
                     damage(TableDamage {

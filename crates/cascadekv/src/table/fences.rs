@@ -100,7 +100,7 @@ impl Fences {
     /// Position of the block that may hold `key` (the last whose first key is `<=
     /// key`); `None` if `key` sorts before the first block.
     pub(crate) fn position(&self, key: &[u8]) -> Option<usize> {
-        let pfx = self.keys.get(..self.slices.prefix_len()).unwrap_or(&[]);
+        let pfx = || self.keys.get(..self.slices.prefix_len()).unwrap_or(&[]);
         self.slices
             .count_below(pfx, key, true, |i| self.key(i))
             .checked_sub(1)

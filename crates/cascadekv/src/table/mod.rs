@@ -32,6 +32,7 @@ pub(crate) mod place;
 pub(crate) mod reclaim;
 pub(crate) mod set;
 mod slices;
+mod verified;
 pub(crate) mod writer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +79,9 @@ pub struct Lst {
     /// table built without one), or built on the first filtered lookup of a table
     /// loaded at open (`None` if that read failed).
     filter: std::sync::OnceLock<Option<filter::Filter>>,
+    /// Data blocks whose checksum verified since this handle was made (`verified.rs`):
+    /// later gets and scans of them skip the CRC.
+    verified: verified::Verified,
 }
 
 /// Placement facts of an LST (what the manifest stores).
@@ -142,7 +146,7 @@ impl Lst {
         for s in &values {
             s.hold();
         }
-        let l = Lst {
+        let mut l = Lst {
             id: b.id,
             base,
             size: b.size(),
@@ -156,7 +160,9 @@ impl Lst {
             obsolete: AtomicBool::new(true),
             fences: std::sync::OnceLock::new(),
             filter: std::sync::OnceLock::from(b.filter),
+            verified: verified::Verified::none(),
         };
+        l.verified = l.new_verified();
         Self::make_live(l)
     }
 
@@ -173,7 +179,7 @@ impl Lst {
     }
 
     fn with_place(m: &LstMeta, place: Place) -> Lst {
-        Lst {
+        let mut l = Lst {
             id: m.id,
             base: m.base,
             size: m.size,
@@ -187,6 +193,19 @@ impl Lst {
             obsolete: AtomicBool::new(true),
             fences: std::sync::OnceLock::new(),
             filter: std::sync::OnceLock::new(),
+            verified: verified::Verified::none(),
+        };
+        l.verified = l.new_verified();
+        l
+    }
+
+    /// No block verified yet: one bit per block unit of a pool table; none for a
+    /// slow-tier table (or metadata that does not give a block size), whose every read
+    /// is verified.
+    fn new_verified(&self) -> verified::Verified {
+        match (&self.place, self.block_size()) {
+            (Place::Pool(_), Ok(bs)) => verified::Verified::new(u64::from(self.size) / bs),
+            _ => verified::Verified::none(),
         }
     }
 
@@ -250,6 +269,68 @@ impl Lst {
         buf: &'b mut Vec<u8>,
         how: Access,
     ) -> Result<Block<'b>> {
+        self.block_checked(off, units, kind, buf, how, false)
+    }
+
+    /// Data block `off` for a get or a scan. A get (`Access::Point`) verifies its
+    /// checksum only if no read since this handle was made did (`verified.rs`; FluidKV
+    /// §4.3: one block read per lookup). Scans (`Access::Bulk`) always verify: a
+    /// compaction, merge or demotion reads through them, and must never write bytes
+    /// that changed after their first check into a new table under a fresh checksum.
+    /// Slow-tier blocks are always verified.
+    fn data_block<'b>(
+        &'b self,
+        off: u64,
+        units: u8,
+        buf: &'b mut Vec<u8>,
+        how: Access,
+    ) -> Result<Block<'b>> {
+        let bs = self.block_size()?;
+        let unit = off / bs;
+        if how == Access::Point && self.verified.is_set(unit) {
+            // No checksum streams the block into cache, so the search's probes would
+            // be one dependent miss each (header, then each entry visited): start
+            // every line of the block loading at once.
+            self.place.prefetch(self.base + off, u64::from(units) * bs);
+            return self.block_checked(off, units, BlockKind::Data, buf, how, true);
+        }
+        match self.block_checked(off, units, BlockKind::Data, buf, how, false) {
+            Ok(b) => {
+                self.verified.set(unit);
+                Ok(b)
+            }
+            Err(e) => {
+                // A scan found it damaged: gets verify it again from now on.
+                self.verified.clear(unit);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records what a full read of data block `off` found (`check.rs`: the scrubber,
+    /// `cascade verify`): intact, so gets may skip its checksum, or damaged, so every
+    /// later read verifies it again and returns the error.
+    fn note_checked(&self, off: u64, intact: bool) {
+        if let Ok(bs) = self.block_size() {
+            if intact {
+                self.verified.set(off / bs);
+            } else {
+                self.verified.clear(off / bs);
+            }
+        }
+    }
+
+    /// `trusted`: the block verified earlier (`verified.rs`), so only its header is
+    /// checked.
+    fn block_checked<'b>(
+        &'b self,
+        off: u64,
+        units: u8,
+        kind: BlockKind,
+        buf: &'b mut Vec<u8>,
+        how: Access,
+        trusted: bool,
+    ) -> Result<Block<'b>> {
         let bs = self.block_size()?;
         let len = u64::from(units) * bs;
         if off + len > u64::from(self.size) {
@@ -260,7 +341,12 @@ impl Lst {
             ));
         }
         let bytes = self.place.read(self.base + off, len, buf, how)?;
-        let b = Block::open(bytes, self.id, kind).map_err(|e| self.block_error(off, e))?;
+        let b = if trusted {
+            Block::open_verified(bytes, kind)
+        } else {
+            Block::open(bytes, self.id, kind)
+        }
+        .map_err(|e| self.block_error(off, e))?;
         if units_of(bytes) != Some(units) {
             return Err(self.block_error(
                 off,
@@ -341,7 +427,8 @@ impl Lst {
 
     /// DRAM the index copy and the filter take once built.
     pub fn lookup_dram_bytes(&self) -> u64 {
-        let fences = self.fences.get().map_or(0, fences::Fences::dram_bytes);
+        let fences =
+            self.fences.get().map_or(0, fences::Fences::dram_bytes) + self.verified.dram_bytes();
         let filter = self
             .filter
             .get()
@@ -403,7 +490,7 @@ impl Lst {
             return Ok(None);
         }
         let mut buf = Vec::new();
-        let data = self.block(addr, units, BlockKind::Data, &mut buf, Access::Point)?;
+        let data = self.data_block(addr, units, &mut buf, Access::Point)?;
         match data.search(key).ok_or_else(|| self.undecodable(addr))? {
             Ok(j) => {
                 let (_, v) = data.data_at(j).ok_or_else(|| self.undecodable(addr))?;
@@ -444,7 +531,7 @@ impl Lst {
         let start = lo.and_then(|k| fences.position(k)).unwrap_or(0);
         for i in start..fences.len() {
             let (addr, units) = fences.block(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(addr, units, BlockKind::Data, &mut buf, Access::Bulk)?;
+            let data = self.data_block(addr, units, &mut buf, Access::Bulk)?;
             let from = match lo {
                 Some(k) if i == start => {
                     match data.search(k).ok_or_else(|| self.undecodable(addr))? {
@@ -486,7 +573,7 @@ impl Lst {
         };
         for i in (0..=last).rev() {
             let (addr, units) = fences.block(i).ok_or_else(|| self.undecodable(ioff))?;
-            let data = self.block(addr, units, BlockKind::Data, &mut buf, Access::Bulk)?;
+            let data = self.data_block(addr, units, &mut buf, Access::Bulk)?;
             // Entries before `end` (exclusive) are inside the bound.
             let end = match hi {
                 Some(k) if i == last => {
@@ -674,11 +761,14 @@ mod tests {
         Ok(())
     }
 
+    /// Flips at rest, each read by a fresh handle (what an open makes: nothing
+    /// verified yet), are errors, never data.
     #[test]
     fn damaged_blocks_are_corruption_never_data() -> Result<()> {
         let p = pool();
-        let l = one_table(&p, 1)?;
-        for off in (0..u64::from(l.size)).step_by(37) {
+        let placed = one_table(&p, 1)?;
+        for off in (0..u64::from(placed.size)).step_by(37) {
+            let l = Lst::probe(&placed.meta(), placed.pool_chunk());
             let addr = l.base + off;
             let orig = p.mem().read(addr, 1)?[0];
             p.mem().write(addr, &[orig ^ 0x20])?;
@@ -706,6 +796,76 @@ mod tests {
             }
             p.mem().write(addr, &[orig])?;
         }
+        Ok(())
+    }
+
+    /// Where `value` of key `i` (a table of `one_table`) lies in the pool.
+    fn value_addr(p: &Pool, l: &Lst, i: u64) -> Result<u64> {
+        let bytes = p.mem().read(l.base, u64::from(l.index_off))?;
+        let mut pat = vec![8u8];
+        pat.extend_from_slice(&i.to_be_bytes());
+        pat.extend_from_slice(&[1, 5]);
+        pat.extend_from_slice(b"value");
+        let at = bytes
+            .windows(pat.len())
+            .position(|w| w == pat)
+            .ok_or_else(|| Error::Internal("entry not found".into()))?;
+        Ok(l.base + (at + pat.len() - 5) as u64)
+    }
+
+    /// A block's checksum is verified by its first read only; a flip after that is
+    /// what a get may return until a walk (the scrubber's) reads the block again,
+    /// finds the damage and makes every later read of it verify — and fail.
+    #[test]
+    fn a_block_verifies_once_until_a_walk_finds_it_damaged() -> Result<()> {
+        let p = pool();
+        let l = one_table(&p, 1)?;
+        assert_eq!(l.verified.count(), 0);
+        assert!(l.get_with(&0u64.to_be_bytes(), false, owned)?.is_some());
+        assert_eq!(l.verified.count(), 1, "the first read verified its block");
+        let addr = value_addr(&p, &l, 5)?;
+        let orig = p.mem().read(addr, 1)?[0];
+        p.mem().write(addr, &[orig ^ 0x20])?;
+        // The documented window: key 5 shares block 0 with key 0, which verified
+        // before the flip, so this get skips the checksum and sees the flipped byte.
+        assert_eq!(
+            l.get_with(&5u64.to_be_bytes(), false, owned)?,
+            Some(Value::Inline(b"Value".to_vec()))
+        );
+        // Scans (and so compactions) always verify: never the flipped value.
+        let scanned = l.scan_from(None, |k, v| {
+            assert!(
+                k != 5u64.to_be_bytes() || v == ValueRef::Inline(b"value"),
+                "a scan returned the flipped value"
+            );
+            true
+        });
+        assert!(matches!(scanned, Err(e) if e.is_corruption()));
+        // A fresh handle (the next open) verifies first: an error, never the value.
+        let fresh = Lst::probe(&l.meta(), l.pool_chunk());
+        assert!(
+            matches!(fresh.get_with(&5u64.to_be_bytes(), false, owned), Err(e) if e.is_corruption())
+        );
+        // The scrubber's walk finds it, and from then on every get of the block fails.
+        let mut found = Vec::new();
+        l.walk(|_, _| true, &mut |d| found.push(d.addr));
+        assert_eq!(found.len(), 1, "{found:?}");
+        for k in [0u64, 5] {
+            assert!(
+                matches!(l.get_with(&k.to_be_bytes(), false, owned), Err(e) if e.is_corruption()),
+                "key {k} after the walk"
+            );
+        }
+        // Blocks the walk found intact are marked verified; the damaged one is not.
+        let blocks = l.fences()?.len() as u64;
+        assert_eq!(l.verified.count(), blocks - 1);
+        // Repaired bytes verify again on the next read.
+        p.mem().write(addr, &[orig])?;
+        assert_eq!(
+            l.get_with(&5u64.to_be_bytes(), false, owned)?,
+            Some(Value::Inline(b"value".to_vec()))
+        );
+        assert_eq!(l.verified.count(), blocks);
         Ok(())
     }
 

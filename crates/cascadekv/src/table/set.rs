@@ -105,11 +105,12 @@ impl TableSet {
 
     /// Number of tables whose smallest key is `<= key` (`< key` unless `inclusive`).
     fn count_upto(&self, key: &[u8], inclusive: bool) -> usize {
-        let pfx = self
-            .sorted
-            .first()
-            .and_then(|l| l.min_key.get(..self.slices.prefix_len()))
-            .unwrap_or(&[]);
+        let pfx = || {
+            self.sorted
+                .first()
+                .and_then(|l| l.min_key.get(..self.slices.prefix_len()))
+                .unwrap_or(&[])
+        };
         self.slices
             .count_below(pfx, key, inclusive, |i| &self.sorted[i].min_key)
     }
