@@ -239,17 +239,20 @@ pub(super) fn prefetch_node(p: *const Header) {
 }
 
 /// A prefetch hint for the cache line holding `p` (any address; nothing is read).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
 #[inline]
 pub(super) fn prefetch_line(p: *const u8) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
     // SAFETY: `prefetcht0` only hints the cache; it never faults and reads nothing the
     // program sees, whatever `p` is. SSE is part of the x86_64 baseline.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
     }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    let _ = p;
 }
+
+/// No prefetch elsewhere (and under loom, which models no caches).
+#[cfg(not(all(target_arch = "x86_64", not(loom))))]
+#[inline]
+pub(super) fn prefetch_line(_p: *const u8) {}
 
 /// Index of the first slice `>= x` among sorted `s` (binary search; loads relaxed).
 #[inline]
