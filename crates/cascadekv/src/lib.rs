@@ -87,6 +87,9 @@ pub mod internals {
     pub use crate::epoch::Snapshots;
     /// The optimistic (OLC) ordered index alone (index benchmark).
     pub use crate::faststore::olc::Olc;
+    /// The former B-link tree, no longer used by the engine: the index benchmark's
+    /// baseline.
+    pub use crate::faststore::tree::Tree as BLinkTree;
     pub use crate::faststore::{Index, PutOutcome, Val, Version};
     /// Values as the stages share them.
     pub use crate::value::{Value, ValuePtr, ValueRef};

@@ -8,10 +8,11 @@
 //! counters chosen by key hash. Heap use is measured with the counting
 //! global allocator.
 //!
-//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]`
+//! Usage: `index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]
+//! [--key-sizes 8,24]`
 //! with a = crossbeam `SkipMap`, b = scc `TreeIndex`, c = 64 sharded
 //! `RwLock<BTreeMap>` (naive baseline), d = CascadeKV's own B-link tree, e = the
-//! same tree in CascadeKV's hybrid index (HiKV: a hash index beside it), f = the
+//! optimistic tree in CascadeKV's hybrid index (HiKV: a hash index beside it), f = the
 //! `masstree` crate, g = CascadeKV's optimistic B+-tree (the FastStore index module
 //! `faststore/olc` alone).
 
@@ -124,10 +125,8 @@ impl Index for SkipList {
     }
 }
 
-/// (d) CascadeKV's own B-link tree (`cascadekv::internals::Index`): inline key
-/// prefixes, per-leaf locks, copy-on-write inner nodes. Values are stored inline.
-/// (e) the same index in its hybrid form (HiKV): a partitioned hash index beside the
-/// tree, which backend threads update from per-writer queues.
+/// (e) CascadeKV's `Index` in its hybrid form (HiKV): a partitioned hash index beside
+/// the optimistic B+-tree, which backend threads update from per-writer queues.
 struct Own(
     cascadekv::internals::Index,
     Arc<cascadekv::internals::Snapshots>,
@@ -464,12 +463,14 @@ struct Args {
     threads: usize,
     /// Candidates to run, by letter (`--candidates`).
     candidates: Vec<String>,
+    /// Key sizes to run, 8 and/or 24 bytes (`--key-sizes`).
+    key_sizes: Vec<usize>,
 }
 
 /// Prints `msg` and the usage line to stderr and exits with status 2.
 fn usage_exit(msg: &str) -> ! {
     eprintln!(
-        "{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g]"
+        "{msg}\nusage: index_candidates [--num N] [--threads T] [--candidates a,b,c,d,e,f,g] [--key-sizes 8,24]"
     );
     std::process::exit(2);
 }
@@ -480,6 +481,7 @@ fn parse_args() -> Args {
         num: 4_000_000,
         threads: 2,
         candidates: vec!["a".into(), "b".into(), "c".into(), "d".into()],
+        key_sizes: vec![8, 24],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -491,6 +493,12 @@ fn parse_args() -> Args {
             "--num" => args.num = value.parse().unwrap_or_else(bad),
             "--threads" => args.threads = value.parse().unwrap_or_else(bad),
             "--candidates" => args.candidates = value.split(',').map(str::to_owned).collect(),
+            "--key-sizes" => {
+                args.key_sizes = value
+                    .split(',')
+                    .map(|s| s.parse().unwrap_or_else(bad))
+                    .collect();
+            }
             _ => usage_exit(&format!("unknown argument {flag}")),
         }
     }
@@ -500,42 +508,51 @@ fn parse_args() -> Args {
     args
 }
 
-/// (g) CascadeKV's optimistic B+-tree (`cascadekv::internals::Olc`, the FastStore
-/// index module on its own): node versions instead of locks for readers, in-place
-/// splits, entries behind one pointer.
-struct Opt(cascadekv::internals::Olc, cascadekv::internals::Snapshots);
+/// (d) CascadeKV's former B-link tree (`cascadekv::internals::BLinkTree`: inline key
+/// prefixes, per-leaf locks, copy-on-write inner nodes; kept only as this baseline) and
+/// (g) the optimistic B+-tree the engine's `Index` uses (`cascadekv::internals::Olc`:
+/// node versions instead of locks for readers, in-place splits, entries behind one
+/// pointer), each on its own. Values are stored inline.
+struct Alone<T>(T, cascadekv::internals::Snapshots);
 
-impl Index for Opt {
-    fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
-        let v = cascadekv::internals::Version {
-            lsn,
-            epoch: 1,
-            val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
-        };
-        self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
-    }
+/// Implements [`Index`] for [`Alone`] over one of the two trees (same method names).
+macro_rules! alone {
+    ($t:ty) => {
+        impl Index for Alone<$t> {
+            fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
+                let v = cascadekv::internals::Version {
+                    lsn,
+                    epoch: 1,
+                    val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
+                };
+                self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
+            }
 
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        let v = self.0.get(key)?;
-        let b = v.val.inline_bytes()?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b.get(..8)?);
-        Some(u64::from_le_bytes(a))
-    }
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                let v = self.0.get(key)?;
+                let b = v.val.inline_bytes()?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b.get(..8)?);
+                Some(u64::from_le_bytes(a))
+            }
 
-    fn scan(&self, start: &[u8], n: usize) -> usize {
-        let mut out = Vec::with_capacity(n);
-        self.0.collect_range(
-            Bound::Included(start),
-            Bound::Unbounded,
-            u64::MAX,
-            n,
-            &mut out,
-        );
-        black_box(&out);
-        out.len()
-    }
+            fn scan(&self, start: &[u8], n: usize) -> usize {
+                let mut out = Vec::with_capacity(n);
+                self.0.collect_range(
+                    Bound::Included(start),
+                    Bound::Unbounded,
+                    u64::MAX,
+                    n,
+                    &mut out,
+                );
+                black_box(&out);
+                out.len()
+            }
+        }
+    };
 }
+alone!(cascadekv::internals::Olc);
+alone!(cascadekv::internals::BLinkTree);
 
 /// Runs every candidate on 8-byte and 24-byte keys and prints a markdown table.
 fn main() {
@@ -546,7 +563,7 @@ fn main() {
     );
     println!("| candidate | key size | load Mops/s | update Mops/s | get Mops/s | scan100 Kops/s | heap B/key |");
     println!("|---|---|---|---|---|---|---|");
-    for key_len in [8, 24] {
+    for &key_len in &args.key_sizes {
         let keys = make_keys(args.num, key_len);
         for c in &args.candidates {
             let (name, row) = match c.as_str() {
@@ -565,7 +582,10 @@ fn main() {
                 "d" => (
                     "cascadekv B-link tree",
                     bench(
-                        &Own(cascadekv::internals::Index::new(), Arc::default()),
+                        &Alone(
+                            cascadekv::internals::BLinkTree::new(),
+                            cascadekv::internals::Snapshots::default(),
+                        ),
                         &keys,
                         args.threads,
                     ),
@@ -590,7 +610,7 @@ fn main() {
                 "g" => (
                     "cascadekv OLC B+-tree",
                     bench(
-                        &Opt(
+                        &Alone(
                             cascadekv::internals::Olc::new(),
                             cascadekv::internals::Snapshots::default(),
                         ),

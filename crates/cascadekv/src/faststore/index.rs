@@ -1,6 +1,7 @@
-//! The FastStore's index: the ordered B-link tree alone ([`Tree`], FluidKV §5.1), or
-//! HiKV's hybrid index (§3.1–3.3) — a partitioned hash index ([`super::hash`]) for
-//! point operations beside the same tree, updated asynchronously
+//! The FastStore's index: the ordered optimistic B+-tree alone ([`Olc`], FluidKV §5.1:
+//! the Masstree family, with Algorithm 1's LSN validation), or HiKV's hybrid index
+//! (§3.1–3.3) — a partitioned hash index ([`super::hash`]) for point operations beside
+//! the same tree, updated asynchronously
 //! ([`super::updates`]). `Options::hash_index` chooses; every caller sees one API.
 //!
 //! In the hybrid index a put installs its version in the hash part (LSN-validated
@@ -23,8 +24,8 @@ use std::time::Instant;
 use super::hash::{key_hash, HashIndex};
 use super::ikey::IKey;
 use super::node::{visible, visible_ref};
+use super::olc::Olc;
 pub use super::tree::PutOutcome;
-use super::tree::Tree;
 use super::updates::{Updates, SAMPLE_EVERY};
 use super::version::Version;
 use crate::epoch::Snapshots;
@@ -35,7 +36,7 @@ pub struct Index(Kind);
 
 #[derive(Debug)]
 enum Kind {
-    Ordered(Tree),
+    Ordered(Olc),
     Hybrid { hash: HashIndex, updates: Updates },
 }
 
@@ -66,7 +67,7 @@ impl Index {
     /// An empty ordered-only index.
     #[must_use]
     pub fn new() -> Self {
-        Index(Kind::Ordered(Tree::new()))
+        Index(Kind::Ordered(Olc::new()))
     }
 
     /// An empty hybrid index with `queues` update queues (one per log slot) and up to
@@ -76,7 +77,7 @@ impl Index {
     pub fn hybrid(snaps: Arc<Snapshots>, queues: usize, max_threads: usize) -> Self {
         Index(Kind::Hybrid {
             hash: HashIndex::new(),
-            updates: Updates::new(Tree::new(), snaps, queues, max_threads),
+            updates: Updates::new(Olc::new(), snaps, queues, max_threads),
         })
     }
 
@@ -87,7 +88,7 @@ impl Index {
     }
 
     /// The ordered part, with every acknowledged put applied.
-    fn fenced_tree(&self) -> &Tree {
+    fn fenced_tree(&self) -> &Olc {
         match &self.0 {
             Kind::Ordered(t) => t,
             Kind::Hybrid { updates, .. } => {
@@ -203,7 +204,7 @@ impl Index {
 
     /// Runs the ordered operation `f` on the tree; in a hybrid index, after fencing the
     /// queues, timed as one scan for the cost model.
-    fn ordered<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
+    fn ordered<R>(&self, f: impl FnOnce(&Olc) -> R) -> R {
         match &self.0 {
             Kind::Ordered(t) => f(t),
             Kind::Hybrid { updates, .. } => {

@@ -13,9 +13,11 @@
 //! generation at any time.
 //!
 //! Files: [`write`] is Algorithm 1 (LSN, log append, validated index insert,
-//! accounting); [`index`] the index façade: [`tree`] and [`node`] the B-link tree with
-//! LSN validation, alone or beside HiKV's hash index ([`hash`], updated through
-//! [`updates`]); [`ikey`] the key representation; [`version`] what is stored per key;
+//! accounting); [`index`] the index façade: [`olc`] the optimistic B+-tree with LSN
+//! validation, alone or beside HiKV's hash index ([`hash`], updated through
+//! [`updates`]); [`node`] the per-key version chain every index shares (and the
+//! former B-link tree's nodes, [`tree`], kept only as the `index_candidates`
+//! baseline); [`ikey`] the key representation; [`version`] what is stored per key;
 //! [`lsn`] the LSN stripes.
 //!
 //! Thread-safety: `FastStore` is `Sync`. Each slot's `Mutex<LogSlot>` guards that
@@ -34,7 +36,7 @@ pub(crate) mod lsn;
 pub(crate) mod node;
 pub(crate) mod olc;
 mod slot_sync;
-mod tree;
+pub(crate) mod tree;
 mod updates;
 pub(crate) mod version;
 mod write;
@@ -85,7 +87,7 @@ struct Padded<T>(T);
 /// Which index a FastStore generation builds (`Options::hash_index`).
 #[derive(Debug, Clone)]
 pub(crate) enum IndexKind {
-    /// The B-link tree alone.
+    /// The ordered index (`olc`) alone.
     Ordered,
     /// HiKV's hybrid index: hash part for point operations, the tree updated by up to
     /// `threads` backend threads; `snaps` is the store's snapshot registry.

@@ -330,7 +330,6 @@ impl Tree {
     }
 
     /// The newest version of `key`.
-    #[cfg(test)]
     pub fn get(&self, key: &[u8]) -> Option<Version> {
         self.read_key(key, |s| Some(s.cur.clone()))
     }

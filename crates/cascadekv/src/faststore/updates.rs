@@ -2,7 +2,7 @@
 //!
 //! A write installs its version in the hash part synchronously and appends it to its
 //! writer's *update queue* (one per log slot, so the producer is the thread holding
-//! that slot); *backend threads* move queued updates into the B-link tree. The tree's
+//! that slot); *backend threads* move queued updates into the ordered index (`olc`). The tree's
 //! LSN validation makes the order in which queues are applied irrelevant to the newest
 //! version, and `node::update` keeps a late-arriving older version that a snapshot can
 //! see, so applying queues out of order changes nothing a reader can observe.
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::ikey::IKey;
-use super::tree::Tree;
+use super::olc::Olc;
 use super::version::Version;
 use crate::epoch::Snapshots;
 
@@ -82,7 +82,7 @@ pub(super) struct Costs {
 /// What the queues share with the backend threads.
 #[derive(Debug)]
 pub(super) struct Shared {
-    pub tree: Tree,
+    pub tree: Olc,
     pub snaps: Arc<Snapshots>,
     queues: Box<[Queue]>,
     pub costs: Costs,
@@ -215,12 +215,7 @@ impl Updates {
     /// `queues` update queues (one per log slot) in front of `tree`, and up to
     /// `max_threads` backend threads (none if they cannot be started: then writers and
     /// scans apply the queues themselves).
-    pub(super) fn new(
-        tree: Tree,
-        snaps: Arc<Snapshots>,
-        queues: usize,
-        max_threads: usize,
-    ) -> Self {
+    pub(super) fn new(tree: Olc, snaps: Arc<Snapshots>, queues: usize, max_threads: usize) -> Self {
         let n_thd = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         let shared = Arc::new(Shared {
             tree,

@@ -71,8 +71,10 @@ pub(super) struct Inner {
     /// Exclusive upper bound of the node's range; null = unbounded.
     pub(super) high: AtomicPtr<IKey>,
     pub(super) slices: [AtomicU64; INNER_MAX],
-    pub(super) seps: [AtomicPtr<IKey>; INNER_MAX],
+    /// Before `seps`: a descent reads the slices and one child, and the separators
+    /// only on a slice tie, so the lines it reads are the node's first ones.
     pub(super) kids: [AtomicPtr<Header>; INNER_MAX + 1],
+    pub(super) seps: [AtomicPtr<IKey>; INNER_MAX],
 }
 
 /// A node, typed.
@@ -155,10 +157,13 @@ impl Inner {
         unsafe { s.as_ref() }
     }
 
-    /// Child `i`; `None` if the slot is empty (a racing writer).
+    /// Child `i`; `None` if the slot is empty (a racing writer). Prefetches the
+    /// child's lines before its header is read, so the misses of one level overlap
+    /// instead of forming a chain (a search touches several lines of the node).
     #[inline]
     pub(super) fn kid(&self, i: usize) -> Option<NodeRef<'_>> {
         let k = self.kids.get(i)?.load(Ordering::Acquire);
+        prefetch_node(k);
         // SAFETY: nodes are only freed by the index's `Drop` (module invariants), and
         // every child pointer was stored from a fully built `Box<Leaf>` / `Box<Inner>`.
         unsafe { node_ref(k) }
@@ -209,6 +214,45 @@ impl<'t> NodeRef<'t> {
         }
     }
 }
+
+/// Cache lines a search reads (plus one: nodes are 8-byte aligned, not line
+/// aligned): a whole leaf, or an inner node's header, bound, slices and child pointers.
+const NODE_LINES: usize = {
+    let leaf = std::mem::size_of::<Leaf>();
+    let inner = std::mem::offset_of!(Inner, seps);
+    (if leaf > inner { leaf } else { inner }).div_ceil(64) + 1
+};
+
+/// Asks the CPU to start loading the lines of the node `p` points at that a search
+/// reads, all at once (a hint: no effect on what the program computes, none under
+/// loom). Without it, the header, each probe of the binary search and the entry
+/// pointer are a chain of dependent misses.
+#[inline]
+pub(super) fn prefetch_node(p: *const Header) {
+    if p.is_null() {
+        return;
+    }
+    let base = p.cast::<u8>();
+    for i in 0..NODE_LINES {
+        prefetch_line(base.wrapping_add(i * 64));
+    }
+}
+
+/// A prefetch hint for the cache line holding `p` (any address; nothing is read).
+#[cfg(all(target_arch = "x86_64", not(loom)))]
+#[inline]
+pub(super) fn prefetch_line(p: *const u8) {
+    // SAFETY: `prefetcht0` only hints the cache; it never faults and reads nothing the
+    // program sees, whatever `p` is. SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+}
+
+/// No prefetch elsewhere (and under loom, which models no caches).
+#[cfg(not(all(target_arch = "x86_64", not(loom))))]
+#[inline]
+pub(super) fn prefetch_line(_p: *const u8) {}
 
 /// Index of the first slice `>= x` among sorted `s` (binary search; loads relaxed).
 #[inline]

@@ -19,8 +19,9 @@ use std::ops::Bound;
 
 use crossbeam_epoch::{self as epoch, Guard, Shared};
 
+use super::entry::prefetch_entry;
 use super::entry::Entry;
-use super::node::{Leaf, NodeRef, LEAF_MAX};
+use super::node::{prefetch_node, Leaf, NodeRef, LEAF_MAX};
 use super::sync::{backoff, Ordering};
 use super::Olc;
 use crate::faststore::ikey::{IKey, Probe};
@@ -135,8 +136,12 @@ impl Olc {
         };
         for (d, slot) in s.entries.iter_mut().zip(&leaf.entries[from..n]) {
             *d = slot.load(Ordering::Acquire, g);
+            // The caller visits every entry: start all their misses now, not one per
+            // entry as it goes (each entry is its own allocation).
+            prefetch_entry(d.as_raw());
         }
         let next = leaf.next.load(Ordering::Acquire);
+        prefetch_node(next.cast_const().cast());
         leaf.h.lock.check(ver).then_some((s, next))
     }
 
