@@ -107,7 +107,7 @@ class SentinelProc:
         with open(self.conf, "w") as f:
             f.write(f"port {port}\nbind 127.0.0.1\ndir {work}\n"
                     f"sentinel monitor m 127.0.0.1 {master_port} 2\n"
-                    "sentinel down-after-milliseconds m 1000\n"
+                    "sentinel down-after-milliseconds m 2000\n"
                     "sentinel failover-timeout m 6000\n"
                     "sentinel parallel-syncs m 2\n")
         self.log = open(os.path.join(work, f"sentinel{i}.log"), "ab")
@@ -174,6 +174,34 @@ class Writer(threading.Thread):
             time.sleep(0.002)
 
 
+class Prober(threading.Thread):
+    """PINGs every node every 20 ms: the longest answer time seen (a stall shows)."""
+
+    def __init__(self, ports):
+        super().__init__(daemon=True)
+        self.ports, self.stop_flag, self.max_ms = ports, False, {p: 0.0 for p in ports}
+
+    def run(self):
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+        # No retries: a retried PING would time the retries' backoff, not the server.
+        conns = {p: redis.Redis(port=p, socket_timeout=3, retry=Retry(NoBackoff(), 0))
+                 for p in self.ports}
+        while not self.stop_flag:
+            for p, c in conns.items():
+                t = time.time()
+                try:
+                    c.ping()
+                except Exception:  # noqa: BLE001 - killed or restarting
+                    continue
+                ms = (time.time() - t) * 1000
+                self.max_ms[p] = max(self.max_ms[p], ms)
+                if ms > 200 and os.environ.get("PROBE_VERBOSE"):
+                    print(f"slow PING {p}: {ms:.0f} ms at {time.strftime('%H:%M:%S')}"
+                          f".{int(t * 1000) % 1000:03d}", flush=True)
+            time.sleep(0.02)
+
+
 def role(port):
     return redis.Redis(port=port, socket_timeout=1, decode_responses=True).execute_command("ROLE")
 
@@ -223,6 +251,8 @@ def main():
         events.subscribe("+switch-master")
         writer = Writer([s.port for s in sentinels], a.wait_every, a.wait_ms)
         writer.start()
+        prober = Prober(ports)
+        prober.start()
         wait_until("the writer to start", 10, lambda: writer.ok > 50)
         by_port = {n.port: n for n in nodes}
         for r in range(a.rounds):
@@ -290,6 +320,7 @@ def main():
             "writes_ok": writer.ok, "write_errors": writer.errors,
             "waits_short": writer.waits_short, "max_write_gap_s": round(writer.max_gap, 2),
             "total_s": round(time.time() - t_start, 1),
+            "max_ping_ms": {str(k): round(v, 1) for k, v in prober.max_ms.items()},
         })
         print(json.dumps({k: v for k, v in result.items() if k != "rounds"}), flush=True)
         if a.json:

@@ -23,7 +23,6 @@ fn text(r: &Reply) -> String {
             let v: Vec<String> = items.iter().map(text).collect();
             format!("[{}]", v.join(","))
         }
-        other => format!("{other:?}"),
     }
 }
 
@@ -200,7 +199,7 @@ fn full_sync_then_stream_of_every_type() {
         info_field(&mut p, "replication", "connected_slaves").as_deref(),
         Some("1")
     );
-    let s0 = info_field(&mut p, "replication", "slave0").unwrap();
+    let s0 = info_field(&mut p, "replication", "slave0").expect("test setup");
     assert!(
         s0.starts_with(&format!(
             "ip=127.0.0.1,port={},state=online,offset=",
@@ -330,20 +329,20 @@ fn partition_config_rewrite_and_client_kill() {
         &conf,
         format!("# test\nreplicaof 127.0.0.1 {port}\nrepl-timeout 2\n"),
     )
-    .unwrap();
-    let replica = Server::start(&["--config", conf.to_str().unwrap()]);
+    .expect("test setup");
+    let replica = Server::start(&["--config", conf.to_str().expect("test setup")]);
     caught_up(&primary, &replica);
     let (mut p, mut r) = (primary.connect(), replica.connect());
     p.cmd(&["SET", "k", "1"]);
     assert_eq!(p.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
 
     // SIGSTOP the primary: after repl-timeout the link is down, reads still served.
-    let pid = primary.child.as_ref().unwrap().id().to_string();
+    let pid = primary.child.as_ref().expect("test setup").id().to_string();
     let sig = |s: &str| {
         assert!(std::process::Command::new("kill")
             .args([s, &pid])
             .status()
-            .unwrap()
+            .expect("test setup")
             .success())
     };
     sig("-STOP");
@@ -360,7 +359,7 @@ fn partition_config_rewrite_and_client_kill() {
     // CONFIG REWRITE records the role and settings in the --config file.
     r.cmd(&["CONFIG", "SET", "replica-priority", "42"]);
     assert_eq!(r.cmd(&["CONFIG", "REWRITE"]), Reply::Simple("OK".into()));
-    let written = std::fs::read_to_string(&conf).unwrap();
+    let written = std::fs::read_to_string(&conf).expect("test setup");
     assert!(written.starts_with("# test\n"), "{written}");
     assert!(
         written.contains(&format!("replicaof 127.0.0.1 {port}\n")),
@@ -401,16 +400,17 @@ fn partition_config_rewrite_and_client_kill() {
 /// partial); pointed at a real primary it then loads everything.
 #[test]
 fn primary_vanishing_mid_full_sync() {
-    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
-    let fport = fake.local_addr().unwrap().port().to_string();
+    let fake = TcpListener::bind("127.0.0.1:0").expect("test setup");
+    let fport = fake.local_addr().expect("test setup").port().to_string();
     let replica = Server::start(&["--replicaof", "127.0.0.1", &fport]);
-    let (mut s, _) = fake.accept().unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut s, _) = fake.accept().expect("test setup");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("test setup");
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     let mut synced = false;
     while !synced {
-        let n = s.read(&mut buf).unwrap();
+        let n = s.read(&mut buf).expect("test setup");
         assert!(n > 0, "the replica closed the handshake");
         got.extend_from_slice(&buf[..n]);
         // Answer each complete command in order.
@@ -419,23 +419,25 @@ fn primary_vanishing_mid_full_sync() {
             got.drain(..end);
             if cmd.contains("PSYNC") {
                 s.write_all(b"+FULLRESYNC 1111111111111111111111111111111111111111 0\r\n")
-                    .unwrap();
+                    .expect("test setup");
                 // One chunk frame with one entry, then the connection drops.
                 let mut body = vec![b'K'];
                 body.extend_from_slice(&1u32.to_le_bytes());
                 for part in [&b"\x7fjunk"[..], b"v"] {
-                    body.extend_from_slice(&u32::try_from(part.len()).unwrap().to_le_bytes());
+                    body.extend_from_slice(
+                        &u32::try_from(part.len()).expect("test setup").to_le_bytes(),
+                    );
                     body.extend_from_slice(part);
                 }
-                s.write_all(&u32::try_from(body.len()).unwrap().to_le_bytes())
-                    .unwrap();
-                s.write_all(&body).unwrap();
+                s.write_all(&u32::try_from(body.len()).expect("test setup").to_le_bytes())
+                    .expect("test setup");
+                s.write_all(&body).expect("test setup");
                 synced = true;
                 break;
             } else if cmd.contains("PING") {
-                s.write_all(b"+PONG\r\n").unwrap();
+                s.write_all(b"+PONG\r\n").expect("test setup");
             } else {
-                s.write_all(b"+OK\r\n").unwrap();
+                s.write_all(b"+OK\r\n").expect("test setup");
             }
         }
     }
