@@ -316,7 +316,7 @@ mod tests {
     #[test]
     fn parses_acks() {
         let b = b"*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$2\r\n42\r\n*1";
-        let (args, used) = parse_array(b).unwrap();
+        let (args, used) = parse_array(b).expect("test");
         assert_eq!(
             args,
             vec![b"REPLCONF".to_vec(), b"ACK".to_vec(), b"42".to_vec()]

@@ -249,10 +249,13 @@ mod tests {
             w.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
             &[(0, 1, -1)],
         );
-        assert_eq!(frame_len(&rec, 1 << 20).unwrap(), Some(rec.len()));
-        assert_eq!(frame_len(&rec[..rec.len() - 1], 1 << 20).unwrap(), None);
+        assert_eq!(frame_len(&rec, 1 << 20).expect("test"), Some(rec.len()));
         assert_eq!(
-            decode(&rec).unwrap(),
+            frame_len(&rec[..rec.len() - 1], 1 << 20).expect("test"),
+            None
+        );
+        assert_eq!(
+            decode(&rec).expect("test"),
             Frame::Commit(Commit {
                 flush: 2,
                 phys: 3,
@@ -260,11 +263,14 @@ mod tests {
                 counts: vec![(0, 1, -1)]
             })
         );
-        assert_eq!(decode(&encode_swap(1, 2)).unwrap(), Frame::Swap(1, 2));
-        assert_eq!(decode(&heartbeat()).unwrap(), Frame::Heartbeat);
-        assert_eq!(decode(&end()).unwrap(), Frame::End);
+        assert_eq!(decode(&encode_swap(1, 2)).expect("test"), Frame::Swap(1, 2));
+        assert_eq!(decode(&heartbeat()).expect("test"), Frame::Heartbeat);
+        assert_eq!(decode(&end()).expect("test"), Frame::End);
         let pairs = vec![(b"k".to_vec(), b"v".to_vec())];
-        assert_eq!(decode(&encode_chunk(&pairs)).unwrap(), Frame::Chunk(pairs));
+        assert_eq!(
+            decode(&encode_chunk(&pairs)).expect("test"),
+            Frame::Chunk(pairs)
+        );
         // Damage is an error, never a panic.
         let mut broken = encode_swap(1, 2);
         broken.truncate(7);

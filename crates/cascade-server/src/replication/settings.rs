@@ -238,29 +238,30 @@ mod tests {
     #[test]
     fn load_set_rewrite() {
         let dir = std::env::temp_dir().join(format!("cascade-repl-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).expect("test");
         let path = dir.join("node.conf");
         std::fs::write(
             &path,
             "# mine\nport 7000\nslaveof 10.0.0.1 6379\nreplica-priority 7\n",
         )
-        .unwrap();
-        let s = Settings::load(&path, &|_| {}).unwrap();
+        .expect("test");
+        let s = Settings::load(&path, &|_| {}).expect("test");
         assert_eq!(s.replicaof, Some(("10.0.0.1".into(), 6379)));
         assert_eq!(s.priority, 7);
         let mut s2 = s.clone();
-        s2.set("replicaof", "no one", &|_| {}).unwrap();
-        s2.set("replica-announce-ip", "1.2.3.4", &|_| {}).unwrap();
+        s2.set("replicaof", "no one", &|_| {}).expect("test");
+        s2.set("replica-announce-ip", "1.2.3.4", &|_| {})
+            .expect("test");
         assert!(s2.set("replica-priority", "x", &|_| {}).is_err());
-        s2.rewrite(1 << 20).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        s2.rewrite(1 << 20).expect("test");
+        let text = std::fs::read_to_string(&path).expect("test");
         assert!(text.starts_with("# mine\nport 7000\n"), "{text}");
         assert!(
             !text.contains("slaveof") && !text.contains("replicaof"),
             "{text}"
         );
         assert!(text.contains("replica-announce-ip 1.2.3.4\n"), "{text}");
-        let s3 = Settings::load(&path, &|_| {}).unwrap();
+        let s3 = Settings::load(&path, &|_| {}).expect("test");
         assert_eq!(s3.replicaof, None);
         assert_eq!(s3.announce_ip.as_deref(), Some("1.2.3.4"));
         assert!(Settings::default().rewrite(0).is_err());
