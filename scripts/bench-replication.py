@@ -126,6 +126,17 @@ def main():
                 row = {"kind": kind, "replicas": nrep,
                        "set": res.get("SET"), "get": res.get("GET")}
                 if nrep:
+                    # At rest: 100 markers with nothing else running.
+                    rest, _ = [], []
+                    stop = threading.Event()
+                    t = threading.Thread(target=lag, args=(pport, pport + 1, stop, rest, _))
+                    t.start()
+                    wait_until("100 lag samples at rest", 60, lambda: len(rest) >= 100)
+                    stop.set()
+                    t.join()
+                    rest.sort()
+                    row["lag_rest"] = (statistics.median(rest), rest[int(len(rest) * 0.99) - 1],
+                                       rest[-1], len(rest))
                     stop, samples, offsets = threading.Event(), [], []
                     t = threading.Thread(target=lag, args=(pport, pport + 1, stop, samples, offsets))
                     t.start()
@@ -147,15 +158,19 @@ def main():
                     p.wait(30)
                 shutil.rmtree(work, ignore_errors=True)
     print()
-    print("| server | replicas | SET ops/s | SET p50 ms | GET ops/s | GET p50 ms | lag p50 / p99 / max ms (samples) | max offset gap B |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| server | replicas | SET ops/s | SET p50 ms | GET ops/s | GET p50 ms | lag at rest p50 / p99 / max ms | lag under SET load p50 / p99 / max ms (samples) | SET ops/s during it | max offset gap B |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        lagtxt = "—"
+        lagtxt = resttxt = during = "—"
         if "lag" in r:
             l50, l99, lmax, n = r["lag"]
             lagtxt = f"{l50:.2f} / {l99:.2f} / {lmax:.2f} ({n})"
+            l50, l99, lmax, n = r["lag_rest"]
+            resttxt = f"{l50:.2f} / {l99:.2f} / {lmax:.2f}"
+            during = f"{r['set_during_lag'][0]:,.0f}"
         print(f"| {r['kind']} | {r['replicas']} | {r['set'][0]:,.0f} | {r['set'][1]:.3f} | "
-              f"{r['get'][0]:,.0f} | {r['get'][1]:.3f} | {lagtxt} | {r.get('offset_gap', '—')} |")
+              f"{r['get'][0]:,.0f} | {r['get'][1]:.3f} | {resttxt} | {lagtxt} | {during} | "
+              f"{r.get('offset_gap', '—')} |")
     return 0
 
 

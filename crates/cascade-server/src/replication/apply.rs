@@ -1,9 +1,9 @@
-//! Applying the primary's stream on a replica: every record becomes one engine batch
-//! that also rewrites [`REPL_KEY`] with the replication id and the offset after the
-//! record, so what the engine holds and the position it claims never disagree, even
-//! after a crash. A FLUSHDB/FLUSHALL record empties the databases first (not atomic
-//! with the batch, but replaying it after a crash is harmless: the stored offset is
-//! still the one before it).
+//! Applying the primary's stream on a replica: the records of a burst become one
+//! engine batch that also rewrites [`REPL_KEY`] with the replication id and the offset
+//! after its last record, so what the engine holds and the position it claims never
+//! disagree, even after a crash. A FLUSHDB/FLUSHALL record first writes what is
+//! pending, then empties the databases (not atomic with the batch, but replaying it
+//! after a crash is harmless: the stored offset is still the one before it).
 //!
 //! Applied records are appended verbatim to this node's own backlog, so its offsets
 //! stay the primary's: after a promotion the other replicas continue from it.
@@ -13,7 +13,7 @@
 
 use cascadekv::WriteBatch;
 
-use super::record::{Commit, Frame};
+use super::record::Frame;
 use super::REPL_KEY;
 use crate::error::{CmdError, CmdResult};
 use crate::shared::Shared;
@@ -54,57 +54,69 @@ pub(crate) fn apply_records(
         return Err(CmdError::err("the replication link was replaced"));
     }
     let mut offset = feed.offset();
+    // Consecutive commits go to the engine as one batch (atomic, with the position
+    // written once at its end); a flush or a swap writes what is pending first.
+    let mut batch = WriteBatch::new();
+    let mut pending = false;
+    let flush_pending = |batch: &mut WriteBatch, pending: &mut bool, offset: u64| {
+        if !*pending {
+            return Ok::<(), CmdError>(());
+        }
+        batch.put(REPL_KEY.to_vec(), encode_position(replid, offset));
+        crate::durable::note_write();
+        store.db().write(batch)?;
+        *batch = WriteBatch::new();
+        *pending = false;
+        Ok(())
+    };
     for raw in frames {
+        let before = offset;
         offset += raw.len() as u64;
         match super::record::decode(raw)? {
-            Frame::Commit(c) => apply_commit(shared, c, replid, offset)?,
+            Frame::Commit(c) => {
+                if c.flush != 0 {
+                    flush_pending(&mut batch, &mut pending, before)?;
+                    match c.flush {
+                        1 => store.flush_db(c.phys)?,
+                        _ => {
+                            for p in store.dbs().physical_ids() {
+                                store.flush_db(p)?;
+                            }
+                        }
+                    }
+                }
+                for (k, v) in c.writes {
+                    match v {
+                        Some(v) => batch.put(k, v),
+                        None => batch.delete(k),
+                    };
+                }
+                pending = true;
+                for (p, k, e) in c.counts {
+                    store.dbs().add(p, k, e);
+                }
+            }
             Frame::Swap(a, b) => {
+                flush_pending(&mut batch, &mut pending, before)?;
                 let (a, b) = (a as usize, b as usize);
                 let n = store.dbs().count();
                 if a >= n || b >= n {
                     return Err(CmdError::err("SWAPDB of a database this node lacks"));
                 }
                 store.dbs().swap(a, b);
-                let mut batch = WriteBatch::new();
                 batch.put(crate::databases::MAP_KEY.to_vec(), store.dbs().encode());
-                batch.put(REPL_KEY.to_vec(), encode_position(replid, offset));
-                crate::durable::note_write();
-                store.db().write(&batch)?;
+                pending = true;
             }
             Frame::Heartbeat | Frame::Chunk(_) | Frame::End => {
                 return Err(CmdError::err("unexpected frame in the stream"));
             }
         }
+    }
+    flush_pending(&mut batch, &mut pending, offset)?;
+    for raw in frames {
         feed.append(raw);
     }
     Ok(offset)
-}
-
-fn apply_commit(shared: &Shared, c: Commit, replid: &str, offset: u64) -> CmdResult<()> {
-    let store = &shared.store;
-    match c.flush {
-        0 => {}
-        1 => store.flush_db(c.phys)?,
-        _ => {
-            for p in store.dbs().physical_ids() {
-                store.flush_db(p)?;
-            }
-        }
-    }
-    let mut batch = WriteBatch::new();
-    for (k, v) in c.writes {
-        match v {
-            Some(v) => batch.put(k, v),
-            None => batch.delete(k),
-        };
-    }
-    batch.put(REPL_KEY.to_vec(), encode_position(replid, offset));
-    crate::durable::note_write();
-    store.db().write(&batch)?;
-    for (p, k, e) in c.counts {
-        store.dbs().add(p, k, e);
-    }
-    Ok(())
 }
 
 /// Starts loading a full sync: the stored position goes first (a crash from here on
