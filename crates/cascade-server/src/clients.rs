@@ -160,6 +160,16 @@ impl Clients {
             .collect()
     }
 
+    /// Every client: id, address, local address, and whether it is subscribed
+    /// (`CLIENT KILL`'s filters).
+    pub(crate) fn summary(&self) -> Vec<(u64, String, String, bool)> {
+        self.map
+            .lock()
+            .iter()
+            .map(|(id, e)| (*id, e.addr.clone(), e.laddr.clone(), e.subs != (0, 0, 0)))
+            .collect()
+    }
+
     /// `CLIENT INFO` text.
     pub(crate) fn info_line(&self, id: u64) -> String {
         self.map

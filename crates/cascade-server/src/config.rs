@@ -39,6 +39,11 @@ pub struct ServerConfig {
     pub engine: cascadekv::Options,
     /// Heap bytes in use (the binary's counting allocator), for INFO and metrics.
     pub heap_bytes: fn() -> u64,
+    /// `--replicaof HOST PORT`: start as a replica of that primary.
+    pub replicaof: Option<(String, u16)>,
+    /// `--config FILE`: replication settings are read from it at start and written
+    /// back by `CONFIG REWRITE` (Redis syntax).
+    pub config_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -57,6 +62,8 @@ impl Default for ServerConfig {
             databases: 16,
             engine: cascadekv::Options::default(),
             heap_bytes: || 0,
+            replicaof: None,
+            config_file: None,
         }
     }
 }

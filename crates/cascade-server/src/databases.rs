@@ -121,6 +121,17 @@ impl Databases {
         Ok(map)
     }
 
+    /// Replaces the map with `stored` (a replica after a full sync).
+    pub(crate) fn replace_map(&self, stored: Option<&[u8]>) -> CmdResult<()> {
+        let count = self.count();
+        let map = match stored {
+            None => (0..count).filter_map(|i| u16::try_from(i).ok()).collect(),
+            Some(v) => Self::decode(v, count)?,
+        };
+        *self.map.write() = map;
+        Ok(())
+    }
+
     /// The map as stored under [`MAP_KEY`].
     pub(crate) fn encode(&self) -> Vec<u8> {
         self.map

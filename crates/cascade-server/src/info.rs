@@ -338,9 +338,10 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
         "Connections refused at maxclients.",
         m.rejected.load(Ordering::Relaxed),
     );
-    l.info(s, "sync_full", 0);
-    l.info(s, "sync_partial_ok", 0);
-    l.info(s, "sync_partial_err", 0);
+    let syncs = &shared.repl.syncs;
+    l.info(s, "sync_full", syncs[0].load(Ordering::Relaxed));
+    l.info(s, "sync_partial_ok", syncs[1].load(Ordering::Relaxed));
+    l.info(s, "sync_partial_err", syncs[2].load(Ordering::Relaxed));
     l.both(
         s,
         "expired_keys",
@@ -386,16 +387,9 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     );
 
     let s = "replication";
-    l.info(s, "role", "master");
-    l.info(s, "connected_slaves", 0);
-    l.info(s, "master_failover_state", "no-failover");
-    l.info(
-        s,
-        "master_replid",
-        &shared.run_id[..shared.run_id.len().min(40)],
-    );
-    l.info(s, "master_repl_offset", 0);
-    l.info(s, "repl_backlog_active", 0);
+    for (name, v) in crate::replication::info::fields(shared) {
+        l.info(s, &name, v);
+    }
 
     let s = "cpu";
     let (user, sys) = cpu_seconds();

@@ -18,6 +18,8 @@
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
 //!   handlers), `scripting/` (Lua scripts and functions on their own thread);
+//! - `replication/` (the stream and backlog below `store`; replicas, primaries,
+//!   `WAIT` and `INFO replication` beside `cmd/`);
 //! - `worker` (event loops), `http` (Prometheus endpoint), `server` (acceptor, ticker,
 //!   shutdown).
 //!
@@ -50,6 +52,7 @@ mod keyspace;
 mod metrics;
 mod notify;
 mod pubsub;
+mod replication;
 pub mod resp;
 mod scripting;
 mod server;

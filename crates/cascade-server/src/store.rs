@@ -42,6 +42,7 @@ use crate::keyspace::{
 };
 use crate::notify::Notify;
 use crate::pubsub::{class, PubSub};
+use crate::replication::backlog::Feed;
 use crate::resp::reply::{self, Out};
 use crate::scripting::gate::Gate;
 use crate::tracking::Tracking;
@@ -66,6 +67,8 @@ pub(crate) struct Store {
     tracking: Tracking,
     /// Scripts run alone: data commands hold it shared (`scripting/gate.rs`).
     gate: Gate,
+    /// The replication stream of commits (`crate::replication::backlog`).
+    feed: Feed,
 }
 
 impl std::fmt::Debug for Store {
@@ -94,6 +97,7 @@ impl Store {
             pubsub: PubSub::default(),
             tracking: Tracking::default(),
             gate: Gate::default(),
+            feed: Feed::default(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -152,11 +156,34 @@ impl Store {
     /// SWAPDB: logical databases `a` and `b` trade contents, durably (the map is one
     /// engine entry). The caller holds every stripe lock.
     pub(crate) fn swap_dbs(&self, a: usize, b: usize) -> CmdResult<()> {
+        let _feed = self.feed.enter();
         self.dbs.swap(a, b);
         crate::durable::note_write();
         if let Err(e) = self.db.put(MAP_KEY, &self.dbs.encode()) {
             self.dbs.swap(a, b);
             return Err(e.into());
+        }
+        if self.feed.active() {
+            self.feed
+                .append(&crate::replication::record::encode_swap(a, b));
+        }
+        Ok(())
+    }
+
+    /// The replication stream of commits.
+    pub(crate) fn feed(&self) -> &Feed {
+        &self.feed
+    }
+
+    /// Re-reads the database map and recounts every database's keys (a replica, after
+    /// a full sync replaced the engine's contents). The caller holds every stripe lock.
+    pub(crate) fn reload(&self) -> CmdResult<()> {
+        let map = self.db.get(MAP_KEY)?;
+        self.dbs.replace_map(map.as_deref())?;
+        for p in self.dbs.physical_ids() {
+            let (keys, expires) = self.count_keys(p)?;
+            self.dbs.clear(p);
+            self.dbs.add(p, keys, expires);
         }
         Ok(())
     }
@@ -250,10 +277,28 @@ impl Store {
             origin,
             ..
         } = tx;
-        if flushed.is_some() || !writes.is_empty() {
+        let _feed = self.feed.enter();
+        let changes = flushed.is_some() || !writes.is_empty();
+        if changes && self.feed.is_replica() {
+            return Err(CmdError::Msg(
+                "READONLY You can't write against a read only replica.".into(),
+            ));
+        }
+        if changes {
             // Counted before any of it is visible (the reply barrier, durable.rs).
             crate::durable::note_write();
         }
+        // The replication record, encoded before the batch consumes the writes.
+        let record = (changes && self.feed.active()).then(|| {
+            let mut counts = vec![(phys, dkeys, dexpires)];
+            counts.extend(foreign.iter().copied());
+            crate::replication::record::encode_commit(
+                flushed.map_or(0, |all| if all { 2 } else { 1 }),
+                phys,
+                writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
+                &counts,
+            )
+        });
         if let Some(all) = flushed {
             let targets: Vec<u16> = if all {
                 self.dbs.physical_ids().collect()
@@ -300,6 +345,9 @@ impl Store {
         for (p, k, e) in foreign {
             self.dbs.add(p, k, e);
         }
+        if let Some(r) = record {
+            self.feed.append(&r);
+        }
         self.notify.touched(&touched);
         // Keyspace notifications, once the change is visible (as Redis publishes them
         // after the command's effect).
@@ -321,6 +369,10 @@ impl Store {
     /// Deletes up to `max` keys whose expiry has passed (the active expiry sweeper).
     /// Returns how many it deleted.
     pub(crate) fn sweep_expired(&self, max: usize) -> CmdResult<usize> {
+        if self.feed.is_replica() {
+            // A replica's expired keys are deleted by the primary's stream.
+            return Ok(0);
+        }
         let mut n = 0usize;
         for p in self.dbs.physical_ids() {
             n += self.sweep_db(p, max)?;
@@ -363,7 +415,7 @@ impl Store {
     }
 
     /// Deletes every key of physical database `p`. The caller holds every stripe lock.
-    fn flush_db(&self, p: u16) -> CmdResult<()> {
+    pub(crate) fn flush_db(&self, p: u16) -> CmdResult<()> {
         let (lo, hi) = db_bounds(&databases::prefix(p));
         loop {
             let chunk = self.db.scan(Some(&lo), hi.as_deref(), 4096)?;

@@ -340,6 +340,35 @@ impl Worker {
         self.forget(c.client.id);
     }
 
+    /// Gives a connection that sent `PSYNC` to the replication threads
+    /// (`crate::replication::primary`): its pending replies are written first.
+    fn hand_over(&mut self, mut c: Conn) {
+        let _ = self.poll.registry().deregister(&mut c.sock);
+        self.release(&mut c);
+        let Some((replid, offset)) = c.client.repl.psync.take() else {
+            return;
+        };
+        let mut sock: std::net::TcpStream = c.sock.into();
+        if sock.set_nonblocking(false).is_err() || sock.write_all(&c.out.buf[c.wpos..]).is_err() {
+            return;
+        }
+        let ip = c.client.repl.ip.clone().unwrap_or_else(|| {
+            c.client
+                .addr
+                .parse::<SocketAddr>()
+                .map_or_else(|_| c.client.addr.clone(), |a| a.ip().to_string())
+        });
+        let hello = crate::replication::primary::Hello {
+            id: c.client.id,
+            ip,
+            port: c.client.repl.listening_port,
+            replid,
+            offset,
+            pending: c.inbuf[c.rpos..].to_vec(),
+        };
+        crate::replication::primary::spawn(self.shared.clone(), sock, hello);
+    }
+
     fn forget(&self, id: u64) {
         self.shared.clients.remove(id);
         self.shared
@@ -443,6 +472,12 @@ impl Worker {
                 if c.client.mailbox.has_mail() && c.pending_out() < OUT_HIGH {
                     again.push(*t);
                 }
+            }
+            if c.client.repl.psync.is_some() && !c.dead {
+                if let Some(c) = self.conns.remove(t) {
+                    self.hand_over(c);
+                }
+                continue;
             }
             let finished = c.dead
                 || (c.pending_out() == 0 && (c.client.close_after_reply || (c.eof && !c.backlog)));
@@ -665,7 +700,7 @@ fn take_mail(c: &mut Conn) {
     if mb.killed() {
         if !c.dead {
             eprintln!(
-                "cascade: closing client {} ({}): pub/sub output over client-output-buffer-limit",
+                "cascade: closing client {} ({}): CLIENT KILL, or pub/sub output over client-output-buffer-limit",
                 c.client.id, c.client.addr
             );
         }
@@ -822,6 +857,11 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                     client.mailbox.take_into(&mut out.buf);
                 }
                 let raise = !was_authed && client.authed;
+                if client.repl.psync.is_some() {
+                    // PSYNC: the connection becomes a replica link (`hand_over`).
+                    stats.record(ran.idx, ran.failed, t.elapsed());
+                    break;
+                }
                 if client.script.is_some() {
                     // Handed to the script thread: the rest waits for its reply.
                     stats.record(ran.idx, ran.failed, t.elapsed());

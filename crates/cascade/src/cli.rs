@@ -212,6 +212,14 @@ struct ServeArgs {
     slow_write_rate: u64,
     #[command(flatten)]
     placement: PlacementArgs,
+    /// Start as a replica of the primary at HOST PORT (as Redis's `replicaof`).
+    #[arg(long, num_args = 2, value_names = ["HOST", "PORT"])]
+    replicaof: Option<Vec<String>>,
+    /// Redis-syntax config file: replication settings (replicaof, replica-priority,
+    /// replica-announce-ip/port, masterauth, repl-timeout, repl-backlog-size) are read
+    /// from it at start, and CONFIG REWRITE writes them back to it.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 /// Popularity placement over the slow tier (issue #15), for `serve` and `bench`
@@ -247,6 +255,18 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
             )))
         }
     };
+    let replicaof = match a.replicaof.as_deref() {
+        None => None,
+        Some([host, port]) => Some((
+            host.clone(),
+            port.parse::<u16>().map_err(|_| {
+                cascadekv::Error::invalid(format!(
+                    "--replicaof {host} {port}: the port must be 1-65535"
+                ))
+            })?,
+        )),
+        Some(_) => return Err(cascadekv::Error::invalid("--replicaof takes HOST PORT")),
+    };
     let defaults = cascade_server::ServerConfig::default();
     let cfg = cascade_server::ServerConfig {
         dir: a.dir,
@@ -273,6 +293,8 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
             ..Options::default()
         },
         heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
+        replicaof,
+        config_file: a.config,
     };
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| cascadekv::Error::io(format!("creating {}", cfg.dir.display()), e))?;

@@ -229,6 +229,7 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             "tracking-table-max-keys",
             ctx.shared.store.tracking().max_keys().to_string(),
         ));
+        params.extend(crate::replication::config_params(ctx.shared));
         let l = ps.limit();
         params.push((
             "client-output-buffer-limit",
@@ -261,7 +262,8 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         ctx.shared.metrics.reset();
         reply::ok(ctx.out);
     } else if is(sub, "rewrite") && c.len() == 2 {
-        return Err(CmdError::err("The server is running without a config file"));
+        crate::replication::config_rewrite(ctx.shared)?;
+        reply::ok(ctx.out);
     } else if is(sub, "get") || is(sub, "set") || is(sub, "resetstat") || is(sub, "rewrite") {
         let s = String::from_utf8_lossy(sub).to_ascii_lowercase();
         return Err(CmdError::err(format!(
@@ -328,6 +330,9 @@ fn set_param(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> CmdResult<
                 ps.set_limit(l);
             }
             Ok(())
+        }
+        n if crate::replication::settings::NAMES.contains(&n) => {
+            crate::replication::config_set(shared, n, v)
         }
         _ => shared.config.set(name, v),
     }

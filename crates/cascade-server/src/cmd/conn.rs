@@ -263,6 +263,8 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         if ctx.client.reply_mode == ReplyMode::On {
             reply::ok(ctx.out);
         }
+    } else if is(sub, "kill") && c.len() >= 3 {
+        return super::client_kill::kill(ctx, c);
     } else if is(sub, "setinfo") && c.len() == 4 {
         // Client libraries announce their name and version; accepted and ignored.
         reply::ok(ctx.out);

@@ -25,6 +25,7 @@ pub(crate) mod admin;
 pub(crate) mod args;
 pub(crate) mod bitfield;
 pub(crate) mod bitops;
+pub(crate) mod client_kill;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -57,6 +58,7 @@ pub(crate) mod multi;
 )]
 pub(crate) mod pubsub;
 pub(crate) mod random;
+pub(crate) mod replication;
 pub(crate) mod scan;
 pub(crate) mod scripting;
 pub(crate) mod sets;
@@ -132,6 +134,8 @@ pub(crate) struct Client {
     pub(crate) script: Option<Arc<crate::scripting::Slot>>,
     /// Wakes this connection's worker (set by the worker; `None`: wait in place).
     pub(crate) wake: Option<crate::notify::WakeFn>,
+    /// What it said in `REPLCONF`/`PSYNC` (`crate::replication`).
+    pub(crate) repl: crate::replication::ConnRepl,
 }
 
 impl std::fmt::Debug for Client {
@@ -179,6 +183,7 @@ impl Client {
             tracking: crate::tracking::Local::default(),
             script: None,
             wake: None,
+            repl: crate::replication::ConnRepl::default(),
         }
     }
 
@@ -387,6 +392,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(bitfield::SPECS);
     t.extend_from_slice(geo::SPECS);
     t.extend_from_slice(geosearch::SPECS);
+    t.extend_from_slice(replication::SPECS);
     t
 }
 
@@ -499,6 +505,11 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
             ctx.client.multi_failed = true;
         }
         reply::error(ctx.out, &arity_error(spec.name));
+        return Ran::done(Some(i), true);
+    }
+    if let Some(e) = crate::replication::refuse(ctx.shared, &spec) {
+        ctx.client.multi_failed |= ctx.client.multi.is_some();
+        reply::error(ctx.out, e);
         return Ran::done(Some(i), true);
     }
     if ctx.client.subs.active()

@@ -1,4 +1,4 @@
-//! What `CascadeKV` does not offer: modules, replication and cluster. Their commands
+//! What `CascadeKV` does not offer: modules, coordinated FAILOVER and cluster. Their commands
 //! answer an error naming the family (instead of `unknown command`), so a client or a
 //! person sees at once why.
 
@@ -7,18 +7,7 @@ use crate::error::CmdError;
 /// Command families not offered, with their commands.
 const FAMILIES: &[(&str, &[&str])] = &[
     ("modules", &["module"]),
-    (
-        "replication",
-        &[
-            "replicaof",
-            "slaveof",
-            "sync",
-            "psync",
-            "wait",
-            "replconf",
-            "failover",
-        ],
-    ),
+    ("replication", &["failover"]),
     ("cluster", &["cluster", "readonly", "readwrite", "asking"]),
 ];
 
@@ -43,8 +32,8 @@ mod tests {
     fn families_are_named() {
         let mut k = Kit::new();
         k.expect(
-            &["REPLICAOF", "no", "one"],
-            "-ERR CascadeKV does not support replication (command 'replicaof')\r\n",
+            &["FAILOVER"],
+            "-ERR CascadeKV does not support replication (command 'failover')\r\n",
         );
         k.ok(&["CONFIG", "SET", "hash-max-ziplist-value", "16"]);
         k.expect(

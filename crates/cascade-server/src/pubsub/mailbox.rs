@@ -112,6 +112,12 @@ impl Mailbox {
         self.killed.load(Ordering::Acquire)
     }
 
+    /// `CLIENT KILL`: the worker closes the connection (as over the limit).
+    pub(crate) fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        (self.wake)();
+    }
+
     /// True if messages are waiting.
     pub(crate) fn has_mail(&self) -> bool {
         self.queued.load(Ordering::Acquire) > 0

@@ -230,6 +230,11 @@ impl Tracking {
         self.directory.lock().insert(mb.id, mb.clone());
     }
 
+    /// The mailbox of connected client `id` (`CLIENT KILL`).
+    pub(crate) fn mailbox(&self, id: u64) -> Option<Arc<Mailbox>> {
+        self.directory.lock().get(&id).cloned()
+    }
+
     /// A connection closed.
     pub(crate) fn unregister(&self, id: u64) {
         self.directory.lock().remove(&id);
