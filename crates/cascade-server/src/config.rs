@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub engine: cascadekv::Options,
     /// Heap bytes in use (the binary's counting allocator), for INFO and metrics.
     pub heap_bytes: fn() -> u64,
+    /// Cluster mode (`--cluster-enabled`): the topology comes from `CLUSTERX`.
+    pub cluster_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -57,6 +59,7 @@ impl Default for ServerConfig {
             databases: 16,
             engine: cascadekv::Options::default(),
             heap_bytes: || 0,
+            cluster_enabled: false,
         }
     }
 }

@@ -101,6 +101,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let metrics = Metrics::new(commands.names(), stats.clone());
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
     crate::scripting::start(&shared)?;
+    crate::cluster::Cluster::attach(&shared);
 
     let mut poll = Poll::new()?;
     poll.registry()

@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) scripts: crate::scripting::Handle,
     /// The reply barrier of `--durability sync` (one lane per worker).
     pub(crate) gate: crate::durable::Gate,
+    /// Cluster mode (`crate::cluster`).
+    pub(crate) cluster: crate::cluster::Cluster,
     shutdown: AtomicBool,
     wakers: Mutex<Vec<Arc<Waker>>>,
     ops_samples: Mutex<VecDeque<(Instant, u64)>>,
@@ -73,6 +75,7 @@ impl Shared {
             last_save: AtomicU64::new(now_ms() / 1000),
             gate: crate::durable::Gate::new(fixed.threads),
             scripts: crate::scripting::Handle::default(),
+            cluster: crate::cluster::Cluster::new(fixed.cluster_enabled),
             fixed,
             shutdown: AtomicBool::new(false),
             wakers: Mutex::new(Vec::new()),

@@ -132,6 +132,8 @@ pub(crate) struct Client {
     pub(crate) script: Option<Arc<crate::scripting::Slot>>,
     /// Wakes this connection's worker (set by the worker; `None`: wait in place).
     pub(crate) wake: Option<crate::notify::WakeFn>,
+    /// `READONLY` / `ASKING` (cluster mode).
+    pub(crate) cluster: crate::cluster::ConnState,
 }
 
 impl std::fmt::Debug for Client {
@@ -179,6 +181,7 @@ impl Client {
             tracking: crate::tracking::Local::default(),
             script: None,
             wake: None,
+            cluster: crate::cluster::ConnState::default(),
         }
     }
 
@@ -389,6 +392,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(bitfield::SPECS);
     t.extend_from_slice(geo::SPECS);
     t.extend_from_slice(geosearch::SPECS);
+    t.extend_from_slice(crate::cluster::commands::SPECS);
     t
 }
 
@@ -516,6 +520,28 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         );
         return Ran::done(Some(i), true);
     }
+    // Cluster mode: slot ownership, CROSSSLOT, MOVED (`crate::cluster::redirect`);
+    // a write to a served slot holds the migration gate until it is done.
+    let _cluster = match crate::cluster::redirect::check(
+        ctx.shared,
+        ctx.commands,
+        ctx.client,
+        &spec,
+        cmd,
+    ) {
+        Ok(held) => held,
+        Err(e) => {
+            if spec.name == "exec" {
+                ctx.client.multi = None;
+                ctx.client.multi_failed = false;
+                ctx.client.unwatch(&ctx.shared.store);
+            } else if ctx.client.multi.is_some() {
+                ctx.client.multi_failed = true;
+            }
+            reply::error(ctx.out, &e);
+            return Ran::done(Some(i), true);
+        }
+    };
     if let Some(queue) = ctx.client.multi.as_mut() {
         if multi::NOT_IN_MULTI.contains(&spec.name) {
             ctx.client.multi_failed = true;

@@ -1,4 +1,4 @@
-//! What `CascadeKV` does not offer: modules, replication and cluster. Their commands
+//! What `CascadeKV` does not offer: modules and replication. Their commands
 //! answer an error naming the family (instead of `unknown command`), so a client or a
 //! person sees at once why.
 
@@ -19,7 +19,6 @@ const FAMILIES: &[(&str, &[&str])] = &[
             "failover",
         ],
     ),
-    ("cluster", &["cluster", "readonly", "readwrite", "asking"]),
 ];
 
 /// The error for a command of a family not offered, if `name` is one.
