@@ -404,7 +404,11 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.info(s, "used_cpu_sys_children", "0.000000");
     l.info(s, "used_cpu_user_children", "0.000000");
 
-    l.info("cluster", "cluster_enabled", u8::from(shared.cluster.enabled));
+    l.info(
+        "cluster",
+        "cluster_enabled",
+        u8::from(shared.cluster.enabled),
+    );
 
     let s = "keyspace";
     let (mut keys, mut expires) = (0, 0);

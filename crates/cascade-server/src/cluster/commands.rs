@@ -21,11 +21,51 @@ use crate::resp::reply::{self, Out};
 
 /// The commands.
 pub(crate) static SPECS: &[Spec] = &[
-    spec("cluster", -2, A, Keys::None, "cluster", "Cluster state for cluster clients.", Ctl(cluster)),
-    spec("clusterx", -2, A, Keys::None, "cluster", "Sets the cluster topology (a controller's command, as Kvrocks).", Ctl(clusterx)),
-    spec("readonly", 1, A, Keys::None, "cluster", "Lets a slave serve this connection's reads.", Ctl(readonly)),
-    spec("readwrite", 1, A, Keys::None, "cluster", "Ends READONLY.", Ctl(readwrite)),
-    spec("asking", 1, A, Keys::None, "cluster", "Lets the next command touch a slot being imported.", Ctl(asking)),
+    spec(
+        "cluster",
+        -2,
+        A,
+        Keys::None,
+        "cluster",
+        "Cluster state for cluster clients.",
+        Ctl(cluster),
+    ),
+    spec(
+        "clusterx",
+        -2,
+        A,
+        Keys::None,
+        "cluster",
+        "Sets the cluster topology (a controller's command, as Kvrocks).",
+        Ctl(clusterx),
+    ),
+    spec(
+        "readonly",
+        1,
+        A,
+        Keys::None,
+        "cluster",
+        "Lets a slave serve this connection's reads.",
+        Ctl(readonly),
+    ),
+    spec(
+        "readwrite",
+        1,
+        A,
+        Keys::None,
+        "cluster",
+        "Ends READONLY.",
+        Ctl(readwrite),
+    ),
+    spec(
+        "asking",
+        1,
+        A,
+        Keys::None,
+        "cluster",
+        "Lets the next command touch a slot being imported.",
+        Ctl(asking),
+    ),
 ];
 
 fn disabled() -> CmdError {
@@ -115,13 +155,21 @@ fn cluster(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             .ok()
             .filter(|&s| usize::from(s) < SLOTS)
             .ok_or_else(|| CmdError::err("Invalid slot"))?;
-        let count = usize::try_from(count)
-            .map_err(|_| CmdError::err("Invalid number of keys"))?;
+        let count = usize::try_from(count).map_err(|_| CmdError::err("Invalid number of keys"))?;
         let keys = migrate::keys_in_slot(&ctx.shared.store, s, count)?;
         reply::bulk_array(out, keys.iter().map(Vec::as_slice));
-    } else if ["keyslot", "myid", "info", "nodes", "slots", "shards", "countkeysinslot", "getkeysinslot"]
-        .iter()
-        .any(|k| is(sub, k))
+    } else if [
+        "keyslot",
+        "myid",
+        "info",
+        "nodes",
+        "slots",
+        "shards",
+        "countkeysinslot",
+        "getkeysinslot",
+    ]
+    .iter()
+    .any(|k| is(sub, k))
     {
         return Err(CmdError::Msg(format!(
             "ERR wrong number of arguments for 'cluster|{}' command",
@@ -157,7 +205,11 @@ fn info_text(v: &View, st: &migrate::Status) -> String {
             st.dst, st.state, st.sent, st.blocked_ms
         );
         if !st.error.is_empty() {
-            let _ = write!(s, "migrating_error:{}\r\n", st.error.replace(['\r', '\n'], " "));
+            let _ = write!(
+                s,
+                "migrating_error:{}\r\n",
+                st.error.replace(['\r', '\n'], " ")
+            );
         }
     }
     s
@@ -167,7 +219,11 @@ fn nodes_text(v: &View) -> String {
     let mut s = String::new();
     let me = v.myid.as_deref();
     for (i, n) in v.topo.nodes.iter().enumerate() {
-        let role = if n.master.is_some() { "slave" } else { "master" };
+        let role = if n.master.is_some() {
+            "slave"
+        } else {
+            "master"
+        };
         let flags = if Some(n.id.as_str()) == me {
             format!("myself,{role}")
         } else {
@@ -325,7 +381,9 @@ fn clusterx(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         }
         let id = text(c, 2);
         if !valid_id(&id) {
-            return Err(CmdError::err("Invalid node id: it must be 40 hex characters"));
+            return Err(CmdError::err(
+                "Invalid node id: it must be 40 hex characters",
+            ));
         }
         cl.update::<CmdError>(|v| {
             let mut next = v.clone();

@@ -17,7 +17,8 @@
 //!    <slot> SUCCESS`: the destination serves the slot from now on.
 //! 5. Under the gate's write side again the slot is marked migrated: clients get
 //!    `-MOVED <slot> <dst>` here, until the controller's `CLUSTERX SETSLOT` (or
-//!    SETNODES) makes it part of the topology.
+//!    SETNODES) makes it part of the topology. The source then deletes its copies of
+//!    the slot's keys.
 //!
 //! Invariant: every write acknowledged by the source before step 5 is in a RESTORE
 //! sent after it committed (a key's value is read under its stripe lock after the
@@ -157,7 +158,9 @@ pub(crate) fn start(shared: &Shared, slot: u16, dst: &str) -> Result<(), String>
     let cl = &shared.cluster;
     let view = cl.view();
     if !view.serves(slot) {
-        return Err(format!("ERR Can't migrate slot {slot}: it is not served by this node"));
+        return Err(format!(
+            "ERR Can't migrate slot {slot}: it is not served by this node"
+        ));
     }
     let node = view
         .topo
@@ -265,6 +268,11 @@ fn copy(
         m.blocked.store(false, Ordering::Release);
     }
     m.status.lock().blocked_ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
+    // The slot is answered with MOVED from now on: its keys here are unreachable
+    // copies, removed so that no key lives on two nodes.
+    if let Err(e) = delete_slot(store, slot) {
+        eprintln!("cascade: removing migrated slot {slot}'s keys failed: {e}");
+    }
     Ok(())
 }
 

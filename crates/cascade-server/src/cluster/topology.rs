@@ -172,7 +172,9 @@ impl Topology {
             .position(|n| n.id == id)
             .ok_or_else(|| format!("ERR Invalid node id: {id} is not in the topology"))?;
         if self.nodes[i].master.is_some() {
-            return Err(format!("ERR Invalid node id: {id} is a slave, not a master"));
+            return Err(format!(
+                "ERR Invalid node id: {id} is a slave, not a master"
+            ));
         }
         let mut t = self.clone();
         t.owner[usize::from(slot)] = u16::try_from(i).unwrap_or(NONE);
