@@ -395,56 +395,13 @@ fn clusterx(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         if !(4..=5).contains(&n) {
             return Err(arity());
         }
-        let force = match c.len() {
-            5 if is(c.arg(4), "force") => true,
-            5 => return Err(CmdError::Syntax),
-            _ => false,
-        };
-        let version = version_arg(c, 3)?;
-        let t = Topology::parse(&text(c, 2), version).map_err(CmdError::Msg)?;
-        cl.update(|v| {
-            if !force && version <= v.topo.version {
-                return Err(CmdError::Msg(format!(
-                    "ERR Invalid cluster version: {version} is not newer than the current version {} (add FORCE to set it anyway)",
-                    v.topo.version
-                )));
-            }
-            let mut next = v.clone();
-            next.topo = t;
-            // The new topology supersedes slots moved by migrations.
-            next.migrated.clear();
-            next.imported.clear();
-            Ok(next)
-        })?;
-        reply::ok(ctx.out);
+        setnodes(ctx, c)?;
     } else if is(sub, "setslot") {
         // CLUSTERX SETSLOT <slot> NODE <id> <version>
         if n != 6 {
             return Err(arity());
         }
-        let slot = slot_arg(c, 2)?;
-        if !is(c.arg(3), "node") {
-            return Err(CmdError::Syntax);
-        }
-        let id = text(c, 4);
-        let version = version_arg(c, 5)?;
-        cl.update(|v| {
-            if v.topo.version < 0 {
-                return Err(CmdError::err("The cluster is not initialized (CLUSTERX SETNODES first)"));
-            }
-            if version != v.topo.version + 1 {
-                return Err(CmdError::Msg(format!(
-                    "ERR Invalid cluster version: SETSLOT needs version {} (current + 1), got {version}",
-                    v.topo.version + 1
-                )));
-            }
-            let mut next = v.clone();
-            next.topo = v.topo.with_slot(slot, &id, version).map_err(CmdError::Msg)?;
-            next.migrated.remove(&slot);
-            next.imported.remove(&slot);
-            Ok(next)
-        })?;
-        reply::ok(ctx.out);
+        setslot(ctx, c)?;
     } else if is(sub, "migrate") {
         if n != 4 {
             return Err(arity());
@@ -453,33 +410,97 @@ fn clusterx(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         migrate::start(ctx.shared, slot, &text(c, 3)).map_err(CmdError::Msg)?;
         reply::ok(ctx.out);
     } else if is(sub, "import") {
-        // CLUSTERX IMPORT <slot> START|SUCCESS|FAIL: the migration's own connection.
         if n != 4 {
             return Err(arity());
         }
-        let slot = slot_arg(c, 2)?;
-        let store = &ctx.shared.store;
-        let id = ctx.client.id;
-        if is(c.arg(3), "start") {
-            migrate::delete_slot(store, slot)?;
-            cl.add_importer(id, slot);
-        } else if is(c.arg(3), "success") {
-            cl.remove_importer(id);
-            cl.update::<CmdError>(|v| {
-                let mut next = v.clone();
-                next.imported.insert(slot);
-                next.migrated.remove(&slot);
-                Ok(next)
-            })?;
-        } else if is(c.arg(3), "fail") {
-            cl.remove_importer(id);
-            migrate::delete_slot(store, slot)?;
-        } else {
-            return Err(CmdError::Syntax);
-        }
-        reply::ok(ctx.out);
+        import(ctx, c)?;
     } else {
         return Err(unknown_subcommand(sub, "clusterx"));
     }
+    Ok(())
+}
+
+/// `CLUSTERX SETNODES <text> <version> [FORCE]`.
+fn setnodes(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    let force = match c.len() {
+        5 if is(c.arg(4), "force") => true,
+        5 => return Err(CmdError::Syntax),
+        _ => false,
+    };
+    let version = version_arg(c, 3)?;
+    let t = Topology::parse(&text(c, 2), version).map_err(CmdError::Msg)?;
+    ctx.shared.cluster.update(|v| {
+        if !force && version <= v.topo.version {
+            return Err(CmdError::Msg(format!(
+                "ERR Invalid cluster version: {version} is not newer than the current version {} (add FORCE to set it anyway)",
+                v.topo.version
+            )));
+        }
+        let mut next = v.clone();
+        next.topo = t;
+        // The new topology supersedes slots moved by migrations.
+        next.migrated.clear();
+        next.imported.clear();
+        Ok(next)
+    })?;
+    reply::ok(ctx.out);
+    Ok(())
+}
+
+/// `CLUSTERX SETSLOT <slot> NODE <id> <version>` (version: exactly current + 1).
+fn setslot(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    let slot = slot_arg(c, 2)?;
+    if !is(c.arg(3), "node") {
+        return Err(CmdError::Syntax);
+    }
+    let id = text(c, 4);
+    let version = version_arg(c, 5)?;
+    ctx.shared.cluster.update(|v| {
+        if v.topo.version < 0 {
+            return Err(CmdError::err(
+                "The cluster is not initialized (CLUSTERX SETNODES first)",
+            ));
+        }
+        if version != v.topo.version + 1 {
+            return Err(CmdError::Msg(format!(
+                "ERR Invalid cluster version: SETSLOT needs version {} (current + 1), got {version}",
+                v.topo.version + 1
+            )));
+        }
+        let mut next = v.clone();
+        next.topo = v.topo.with_slot(slot, &id, version).map_err(CmdError::Msg)?;
+        next.migrated.remove(&slot);
+        next.imported.remove(&slot);
+        Ok(next)
+    })?;
+    reply::ok(ctx.out);
+    Ok(())
+}
+
+/// `CLUSTERX IMPORT <slot> START|SUCCESS|FAIL`: a migration's own connection to the
+/// destination (`migrate.rs`).
+fn import(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    let slot = slot_arg(c, 2)?;
+    let cl = &ctx.shared.cluster;
+    let store = &ctx.shared.store;
+    let id = ctx.client.id;
+    if is(c.arg(3), "start") {
+        migrate::delete_slot(store, slot)?;
+        cl.add_importer(id, slot);
+    } else if is(c.arg(3), "success") {
+        cl.remove_importer(id);
+        cl.update::<CmdError>(|v| {
+            let mut next = v.clone();
+            next.imported.insert(slot);
+            next.migrated.remove(&slot);
+            Ok(next)
+        })?;
+    } else if is(c.arg(3), "fail") {
+        cl.remove_importer(id);
+        migrate::delete_slot(store, slot)?;
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    reply::ok(ctx.out);
     Ok(())
 }

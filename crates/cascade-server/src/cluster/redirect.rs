@@ -18,8 +18,9 @@ use parking_lot::RwLockReadGuard;
 
 use super::keyslot::slot;
 use super::migrate::Migration;
-use crate::cmd::{Client, Commands, Keys, Spec};
+use crate::cmd::{Client, Commands, Ctx, Keys, Spec};
 use crate::resp::parse::Command;
+use crate::resp::reply;
 use crate::shared::Shared;
 
 /// Held while a write command to a served slot runs (see the module docs).
@@ -43,6 +44,34 @@ fn is_script(name: &str) -> bool {
         name,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
     )
+}
+
+/// A command refused by [`admit`] (its error reply is written).
+#[derive(Debug)]
+pub(crate) struct Refused;
+
+/// The dispatcher's entry: [`check`], and on a refusal its error reply, with the
+/// transaction flagged (a queued command) or discarded (EXEC), as Redis.
+pub(crate) fn admit<'a>(
+    ctx: &mut Ctx<'a>,
+    spec: &Spec,
+    cmd: &Command,
+) -> Result<Option<Held<'a>>, Refused> {
+    let shared: &'a Shared = ctx.shared;
+    match check(shared, ctx.commands, ctx.client, spec, cmd) {
+        Ok(held) => Ok(held),
+        Err(e) => {
+            if spec.name == "exec" {
+                ctx.client.multi = None;
+                ctx.client.multi_failed = false;
+                ctx.client.unwatch(&shared.store);
+            } else if ctx.client.multi.is_some() {
+                ctx.client.multi_failed = true;
+            }
+            reply::error(ctx.out, &e);
+            Err(Refused)
+        }
+    }
 }
 
 /// The cluster check of `cmd` (spec `spec`) for `client`. `Err` is the error reply.

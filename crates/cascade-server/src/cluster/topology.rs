@@ -71,7 +71,7 @@ pub(crate) fn parse_slot(s: &str) -> Result<u16, String> {
 impl Topology {
     /// Parses a SETNODES text at `version`.
     pub(crate) fn parse(text: &str, version: i64) -> Result<Topology, String> {
-        let mut t = Topology {
+        let mut topo = Topology {
             version,
             ..Topology::default()
         };
@@ -82,75 +82,75 @@ impl Topology {
                 continue;
             }
             let bad = |why: &str| format!("ERR Invalid nodes definition, line {}: {why}", n + 1);
-            let f: Vec<&str> = line.split_ascii_whitespace().collect();
-            if f.len() < 5 {
+            let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+            if fields.len() < 5 {
                 return Err(bad(
                     "expected '<id> <ip> <port> master|slave <master-id|-> [slots...]'",
                 ));
             }
-            if !valid_id(f[0]) {
+            if !valid_id(fields[0]) {
                 return Err(bad("the node id must be 40 hex characters"));
             }
-            if t.nodes.iter().any(|x| x.id == f[0]) {
+            if topo.nodes.iter().any(|x| x.id == fields[0]) {
                 return Err(bad("duplicate node id"));
             }
-            let port = f[2]
+            let port = fields[2]
                 .parse::<u16>()
                 .ok()
                 .filter(|&p| p > 0)
                 .ok_or_else(|| bad("invalid port"))?;
-            let idx = u16::try_from(t.nodes.len()).map_err(|_| bad("too many nodes"))?;
-            let master = match f[3].to_ascii_lowercase().as_str() {
+            let idx = u16::try_from(topo.nodes.len()).map_err(|_| bad("too many nodes"))?;
+            let master = match fields[3].to_ascii_lowercase().as_str() {
                 "master" => {
-                    if f[4] != "-" {
+                    if fields[4] != "-" {
                         return Err(bad("a master's master id must be '-'"));
                     }
                     None
                 }
                 "slave" | "replica" => {
-                    if !valid_id(f[4]) {
+                    if !valid_id(fields[4]) {
                         return Err(bad("a slave must name its master's 40-hex id"));
                     }
-                    if f.len() > 5 {
+                    if fields.len() > 5 {
                         return Err(bad("a slave cannot own slots"));
                     }
-                    slaves.push((n + 1, f[4].to_string()));
-                    Some(f[4].to_string())
+                    slaves.push((n + 1, fields[4].to_string()));
+                    Some(fields[4].to_string())
                 }
                 _ => return Err(bad("the role must be master or slave")),
             };
-            for r in &f[5..] {
-                let (a, b) = match r.split_once('-') {
-                    Some((a, b)) => (a, b),
+            for r in &fields[5..] {
+                let (lo, hi) = match r.split_once('-') {
+                    Some(pair) => pair,
                     None => (*r, *r),
                 };
-                let (a, b) = (parse_slot(a)?, parse_slot(b)?);
-                if a > b {
+                let (lo, hi) = (parse_slot(lo)?, parse_slot(hi)?);
+                if lo > hi {
                     return Err(bad(&format!("invalid slot range {r}")));
                 }
-                for s in a..=b {
-                    let o = &mut t.owner[usize::from(s)];
-                    if *o != NONE {
+                for s in lo..=hi {
+                    let owner = &mut topo.owner[usize::from(s)];
+                    if *owner != NONE {
                         return Err(bad(&format!("slot {s} is assigned twice")));
                     }
-                    *o = idx;
+                    *owner = idx;
                 }
             }
-            t.nodes.push(Node {
-                id: f[0].to_string(),
-                ip: f[1].to_string(),
+            topo.nodes.push(Node {
+                id: fields[0].to_string(),
+                ip: fields[1].to_string(),
                 port,
                 master,
             });
         }
         for (line, m) in slaves {
-            if !t.nodes.iter().any(|x| x.id == m && x.master.is_none()) {
+            if !topo.nodes.iter().any(|x| x.id == m && x.master.is_none()) {
                 return Err(format!(
                     "ERR Invalid nodes definition, line {line}: master {m} is not a master of this topology"
                 ));
             }
         }
-        Ok(t)
+        Ok(topo)
     }
 
     /// The master serving `slot`, if any.

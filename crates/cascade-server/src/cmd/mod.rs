@@ -520,23 +520,11 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         );
         return Ran::done(Some(i), true);
     }
-    // Cluster mode: slot ownership, CROSSSLOT, MOVED (`crate::cluster::redirect`);
-    // a write to a served slot holds the migration gate until it is done.
-    let _cluster =
-        match crate::cluster::redirect::check(ctx.shared, ctx.commands, ctx.client, &spec, cmd) {
-            Ok(held) => held,
-            Err(e) => {
-                if spec.name == "exec" {
-                    ctx.client.multi = None;
-                    ctx.client.multi_failed = false;
-                    ctx.client.unwatch(&ctx.shared.store);
-                } else if ctx.client.multi.is_some() {
-                    ctx.client.multi_failed = true;
-                }
-                reply::error(ctx.out, &e);
-                return Ran::done(Some(i), true);
-            }
-        };
+    // Cluster mode: MOVED, CROSSSLOT, ... (`crate::cluster::redirect`); a write to a
+    // served slot holds the migration gate until it is done.
+    let Ok(_cluster) = crate::cluster::redirect::admit(ctx, &spec, cmd) else {
+        return Ran::done(Some(i), true);
+    };
     if let Some(queue) = ctx.client.multi.as_mut() {
         if multi::NOT_IN_MULTI.contains(&spec.name) {
             ctx.client.multi_failed = true;
