@@ -32,6 +32,7 @@
 //! `status` have their own mutexes.
 
 use std::collections::HashSet;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,8 +42,8 @@ use parking_lot::{Mutex, RwLock};
 use super::keyslot;
 use super::wire::{Conn, Reply};
 use crate::cmd::dump::payload;
-use crate::cmd::keys::walk;
 use crate::error::CmdResult;
+use crate::keyspace::{meta_key, prefix_end, Meta, NS_META};
 use crate::shared::Shared;
 use crate::store::{Store, Tx};
 
@@ -124,16 +125,28 @@ impl Migration {
     }
 }
 
-/// Keys of database 0 in `slot`, at most `limit` (a scan of every key: see
-/// docs/design.md for why there is no slot index).
+/// Live keys of database 0 in `slot`, at most `limit`: a scan of the key metadata
+/// that decodes only the metadata of keys in the slot (see docs/design.md §18 for
+/// why there is no slot index). Stops at `limit`.
 pub(crate) fn keys_in_slot(store: &Store, slot: u16, limit: usize) -> CmdResult<Vec<Vec<u8>>> {
     let tx = Tx::in_db(store, 0);
     let mut v = Vec::new();
-    walk(&tx, b"", None, usize::MAX, |k, _| {
-        if v.len() < limit && keyslot::slot(k) == slot {
-            v.push(k.to_vec());
+    if limit == 0 {
+        return Ok(v);
+    }
+    let lo = Bound::Included(meta_key(b""));
+    let hi = Bound::Excluded(prefix_end(&meta_key(b"")).unwrap_or_else(|| vec![NS_META + 1]));
+    for kv in tx.range(lo, hi)? {
+        let (k, meta) = kv?;
+        let key = k.get(1..).unwrap_or_default();
+        if keyslot::slot(key) != slot || Meta::decode(&meta)?.expired(tx.now()) {
+            continue;
         }
-    })?;
+        v.push(key.to_vec());
+        if v.len() >= limit {
+            break;
+        }
+    }
     Ok(v)
 }
 

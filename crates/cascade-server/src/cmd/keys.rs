@@ -71,8 +71,8 @@ fn dbsize(tx: &mut Tx<'_>, _c: &Command, out: &mut Out) -> CmdResult<()> {
 
 /// Walks live keys (with metadata) after `from` (or from the first key starting with
 /// `prefix`), keys starting with `prefix` only, examining at most `budget` entries.
-/// Returns the last examined key if more keys follow (also used by cluster mode).
-pub(crate) fn walk(
+/// Returns the last examined key if more keys follow.
+fn walk(
     tx: &Tx<'_>,
     prefix: &[u8],
     from: Option<&[u8]>,
