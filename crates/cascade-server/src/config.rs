@@ -166,6 +166,10 @@ impl RuntimeConfig {
             ("port", fixed.port.to_string()),
             ("dir", fixed.dir.display().to_string()),
             ("databases", fixed.databases.to_string()),
+            (
+                "cluster-enabled",
+                if fixed.cluster_enabled { "yes" } else { "no" }.into(),
+            ),
             ("save", String::new()),
             ("appendonly", "yes".into()),
             ("appendfsync", self.appendfsync().into()),
@@ -306,6 +310,7 @@ impl RuntimeConfig {
             | "port"
             | "dir"
             | "databases"
+            | "cluster-enabled"
             | "cascade-threads"
             | "cascade-pool-size"
             | "cascade-faststore-capacity"

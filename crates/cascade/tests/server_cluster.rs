@@ -244,6 +244,13 @@ fn topology_commands_and_bad_input() {
     );
     let info = ok(&mut a, &["INFO", "cluster"]);
     assert!(info.contains("cluster_enabled:1"), "{info}");
+    assert_eq!(
+        a.cmd(&["CONFIG", "GET", "cluster-enabled"]),
+        Reply::Array(Some(vec![
+            Reply::Bulk(Some(b"cluster-enabled".to_vec())),
+            Reply::Bulk(Some(b"yes".to_vec())),
+        ]))
+    );
 
     // Redirects, for every kind of command.
     let moved_foo = format!("MOVED 12182 127.0.0.1:{}", c.nodes[2].port);
