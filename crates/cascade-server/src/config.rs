@@ -44,6 +44,8 @@ pub struct ServerConfig {
     /// `--config FILE`: replication settings are read from it at start and written
     /// back by `CONFIG REWRITE` (Redis syntax).
     pub config_file: Option<PathBuf>,
+    /// Cluster mode (`--cluster-enabled`): the topology comes from `CLUSTERX`.
+    pub cluster_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +66,7 @@ impl Default for ServerConfig {
             heap_bytes: || 0,
             replicaof: None,
             config_file: None,
+            cluster_enabled: false,
         }
     }
 }
@@ -170,6 +173,10 @@ impl RuntimeConfig {
             ("port", fixed.port.to_string()),
             ("dir", fixed.dir.display().to_string()),
             ("databases", fixed.databases.to_string()),
+            (
+                "cluster-enabled",
+                if fixed.cluster_enabled { "yes" } else { "no" }.into(),
+            ),
             ("save", String::new()),
             ("appendonly", "yes".into()),
             ("appendfsync", self.appendfsync().into()),
@@ -310,6 +317,7 @@ impl RuntimeConfig {
             | "port"
             | "dir"
             | "databases"
+            | "cluster-enabled"
             | "cascade-threads"
             | "cascade-pool-size"
             | "cascade-faststore-capacity"

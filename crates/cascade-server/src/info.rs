@@ -398,7 +398,11 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.info(s, "used_cpu_sys_children", "0.000000");
     l.info(s, "used_cpu_user_children", "0.000000");
 
-    l.info("cluster", "cluster_enabled", 0);
+    l.info(
+        "cluster",
+        "cluster_enabled",
+        u8::from(shared.cluster.enabled),
+    );
 
     let s = "keyspace";
     let (mut keys, mut expires) = (0, 0);

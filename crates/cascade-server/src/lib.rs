@@ -16,6 +16,8 @@
 //! - `databases` (numbered databases: prefixes, SWAPDB's map, key counts);
 //! - `store` (typed keyspace over the engine, stripe locks, transactions, expiry);
 //! - `shared` (the state every thread reaches: store, settings, metrics, clients);
+//! - `cluster/` (cluster mode: topology, slots, redirects, migration; at the
+//!   `cmd/` level);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
 //!   handlers), `scripting/` (Lua scripts and functions on their own thread);
 //! - `replication/` (the stream and backlog below `store`; replicas, primaries,
@@ -38,6 +40,7 @@
 #![warn(clippy::pedantic)]
 
 mod clients;
+mod cluster;
 mod cmd;
 mod config;
 mod cursors;

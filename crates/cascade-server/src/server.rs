@@ -102,6 +102,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
     crate::scripting::start(&shared)?;
     crate::replication::start(&shared)?;
+    crate::cluster::Cluster::attach(&shared);
 
     let mut poll = Poll::new()?;
     poll.registry()

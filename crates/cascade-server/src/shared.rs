@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) gate: crate::durable::Gate,
     /// Replication: role, replicas, `WAIT` (`crate::replication`).
     pub(crate) repl: crate::replication::Repl,
+    /// Cluster mode (`crate::cluster`).
+    pub(crate) cluster: crate::cluster::Cluster,
     shutdown: AtomicBool,
     wakers: Mutex<Vec<Arc<Waker>>>,
     ops_samples: Mutex<VecDeque<(Instant, u64)>>,
@@ -76,6 +78,7 @@ impl Shared {
             gate: crate::durable::Gate::new(fixed.threads),
             scripts: crate::scripting::Handle::default(),
             repl: crate::replication::Repl::default(),
+            cluster: crate::cluster::Cluster::new(fixed.cluster_enabled),
             fixed,
             shutdown: AtomicBool::new(false),
             wakers: Mutex::new(Vec::new()),

@@ -184,6 +184,11 @@ struct ServeArgs {
     /// the number it was last opened with (SWAPDB's map records it).
     #[arg(long, default_value_t = 16)]
     databases: usize,
+    /// Cluster mode, as Redis Cluster's `cluster-enabled yes`: the topology is set by
+    /// a controller with CLUSTERX (SETNODEID, SETNODES, SETSLOT, MIGRATE) as in
+    /// Apache Kvrocks; clients get MOVED/CROSSSLOT/CLUSTERDOWN; only database 0.
+    #[arg(long)]
+    cluster_enabled: bool,
     /// Fast-tier pool size used when creating the store (e.g. 4G).
     #[arg(long, default_value = "4G", value_parser = parse_size)]
     pool_size: u64,
@@ -295,6 +300,7 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
         heap_bytes: || cascade_bench::alloc::heap_bytes() as u64,
         replicaof,
         config_file: a.config,
+        cluster_enabled: a.cluster_enabled,
     };
     std::fs::create_dir_all(&cfg.dir)
         .map_err(|e| cascadekv::Error::io(format!("creating {}", cfg.dir.display()), e))?;

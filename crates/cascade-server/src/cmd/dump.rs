@@ -48,10 +48,18 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 fn dump(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
-    let key = c.arg(1);
+    match payload(tx, c.arg(1))? {
+        Some((p, _)) => reply::bulk(out, &p),
+        None => reply::nil(out),
+    }
+    Ok(())
+}
+
+/// The DUMP payload of `key` and its expiry (unix ms), if the key exists (also
+/// used by a cluster slot migration).
+pub(crate) fn payload(tx: &Tx<'_>, key: &[u8]) -> CmdResult<Option<(Vec<u8>, Option<u64>)>> {
     let Some(m) = tx.meta(key)? else {
-        reply::nil(out);
-        return Ok(());
+        return Ok(None);
     };
     let mut p = Vec::new();
     let bare = Meta {
@@ -71,8 +79,7 @@ fn dump(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     p.extend_from_slice(&VERSION.to_le_bytes());
     let sum = hash64(&p);
     p.extend_from_slice(&sum.to_le_bytes());
-    reply::bulk(out, &p);
-    Ok(())
+    Ok(Some((p, m.expire_at)))
 }
 
 /// Reads a payload front to back.

@@ -136,6 +136,8 @@ pub(crate) struct Client {
     pub(crate) wake: Option<crate::notify::WakeFn>,
     /// What it said in `REPLCONF`/`PSYNC` (`crate::replication`).
     pub(crate) repl: crate::replication::ConnRepl,
+    /// `READONLY` / `ASKING` (cluster mode).
+    pub(crate) cluster: crate::cluster::ConnState,
 }
 
 impl std::fmt::Debug for Client {
@@ -184,6 +186,7 @@ impl Client {
             script: None,
             wake: None,
             repl: crate::replication::ConnRepl::default(),
+            cluster: crate::cluster::ConnState::default(),
         }
     }
 
@@ -393,6 +396,7 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(geo::SPECS);
     t.extend_from_slice(geosearch::SPECS);
     t.extend_from_slice(replication::SPECS);
+    t.extend_from_slice(crate::cluster::commands::SPECS);
     t
 }
 
@@ -507,11 +511,6 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         reply::error(ctx.out, &arity_error(spec.name));
         return Ran::done(Some(i), true);
     }
-    if let Some(e) = crate::replication::refuse(ctx.shared, &spec) {
-        ctx.client.multi_failed |= ctx.client.multi.is_some();
-        reply::error(ctx.out, e);
-        return Ran::done(Some(i), true);
-    }
     if ctx.client.subs.active()
         && !ctx.out.resp3
         && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name)
@@ -523,6 +522,18 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
                 spec.name
             ),
         );
+        return Ran::done(Some(i), true);
+    }
+    // Cluster mode: MOVED, CROSSSLOT, ... (`crate::cluster::redirect`); a write to a
+    // served slot holds the migration gate until it is done.
+    let Ok(_cluster) = crate::cluster::redirect::admit(ctx, &spec, cmd) else {
+        return Ran::done(Some(i), true);
+    };
+    // A replica refuses writes (-READONLY) and answers -LOADING during a full sync;
+    // after the cluster check, so a cluster replica redirects writes with MOVED.
+    if let Some(e) = crate::replication::refuse(ctx.shared, &spec) {
+        ctx.client.multi_failed |= ctx.client.multi.is_some();
+        reply::error(ctx.out, e);
         return Ran::done(Some(i), true);
     }
     if let Some(queue) = ctx.client.multi.as_mut() {

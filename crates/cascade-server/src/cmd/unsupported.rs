@@ -1,4 +1,4 @@
-//! What `CascadeKV` does not offer: modules, coordinated FAILOVER and cluster. Their commands
+//! What `CascadeKV` does not offer: modules and coordinated FAILOVER. Their commands
 //! answer an error naming the family (instead of `unknown command`), so a client or a
 //! person sees at once why.
 
@@ -8,7 +8,6 @@ use crate::error::CmdError;
 const FAMILIES: &[(&str, &[&str])] = &[
     ("modules", &["module"]),
     ("replication", &["failover"]),
-    ("cluster", &["cluster", "readonly", "readwrite", "asking"]),
 ];
 
 /// The error for a command of a family not offered, if `name` is one.

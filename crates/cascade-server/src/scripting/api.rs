@@ -24,6 +24,8 @@ use crate::store::Tx;
 
 /// Commands a script may not call (Redis's `noscript` flag).
 const NOSCRIPT: &[&str] = &[
+    "cluster",
+    "clusterx",
     "auth",
     "hello",
     "multi",
