@@ -144,10 +144,10 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         }
     } else if is(sub, "getkeys") && c.len() >= 3 {
         let target = Command::from_args(&c.to_vecs()[2..]);
-        let Some(i) = commands.lookup(target.arg(0)) else {
+        let Some(idx) = commands.lookup(target.arg(0)) else {
             return Err(CmdError::err("Invalid command specified"));
         };
-        let spec = &specs[i];
+        let spec = &specs[idx];
         let n = i64::try_from(target.len()).unwrap_or(i64::MAX);
         let a = i64::from(spec.arity);
         if (a > 0 && n != a) || (a < 0 && n < -a) {

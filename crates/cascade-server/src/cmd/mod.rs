@@ -511,17 +511,8 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
         reply::error(ctx.out, &arity_error(spec.name));
         return Ran::done(Some(i), true);
     }
-    if ctx.client.subs.active()
-        && !ctx.out.resp3
-        && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name)
-    {
-        reply::error(
-            ctx.out,
-            &format!(
-                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-                spec.name
-            ),
-        );
+    if let Some(e) = subscribed_refusal(ctx, &spec) {
+        reply::error(ctx.out, &e);
         return Ran::done(Some(i), true);
     }
     // Cluster mode: MOVED, CROSSSLOT, ... (`crate::cluster::redirect`); a write to a
@@ -529,8 +520,6 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
     let Ok(_cluster) = crate::cluster::redirect::admit(ctx, &spec, cmd) else {
         return Ran::done(Some(i), true);
     };
-    // A replica refuses writes (-READONLY) and answers -LOADING during a full sync;
-    // after the cluster check, so a cluster replica redirects writes with MOVED.
     if let Some(e) = crate::replication::refuse(ctx.shared, &spec) {
         ctx.client.multi_failed |= ctx.client.multi.is_some();
         reply::error(ctx.out, e);
@@ -574,6 +563,19 @@ pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
             Ran::done(Some(i), true)
         }
     }
+}
+
+/// RESP2 subscribed mode: only the (un)subscribe commands, PING, QUIT and RESET run.
+fn subscribed_refusal(ctx: &Ctx<'_>, spec: &Spec) -> Option<String> {
+    (ctx.client.subs.active()
+        && !ctx.out.resp3
+        && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name))
+    .then(|| {
+        format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        )
+    })
 }
 
 /// Runs a data command for `client` under its keys' stripe locks and commits its

@@ -5,10 +5,7 @@
 use crate::error::CmdError;
 
 /// Command families not offered, with their commands.
-const FAMILIES: &[(&str, &[&str])] = &[
-    ("modules", &["module"]),
-    ("replication", &["failover"]),
-];
+const FAMILIES: &[(&str, &[&str])] = &[("modules", &["module"]), ("replication", &["failover"])];
 
 /// The error for a command of a family not offered, if `name` is one.
 pub(crate) fn family_error(name: &[u8]) -> Option<CmdError> {

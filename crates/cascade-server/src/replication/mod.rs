@@ -311,7 +311,8 @@ const LOADING_OK: &[&str] = &[
 ];
 
 /// The error a command gets from this node's role, if any: `-LOADING` while a full
-/// sync loads, `-READONLY` for a write on a replica.
+/// sync loads, `-READONLY` for a write on a replica. Dispatch asks after the cluster
+/// check, so a replica in cluster mode redirects writes with MOVED, as Redis does.
 pub(crate) fn refuse(shared: &Shared, spec: &crate::cmd::Spec) -> Option<&'static str> {
     if shared.repl.loading() && !LOADING_OK.contains(&spec.name) {
         return Some("LOADING Redis is loading the dataset in memory");

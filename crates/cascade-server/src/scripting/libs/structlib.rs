@@ -367,6 +367,11 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::many_single_char_names,
+    clippy::float_cmp,
+    reason = "exact small values unpacked from known bytes"
+)]
 mod tests {
     use super::*;
 
