@@ -159,6 +159,7 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         // without key arguments at all is an error.
         let keys = match spec.keys {
             super::Keys::All | super::Keys::None => Vec::new(),
+            _ if spec.name == "sort" => sort_keys(&target),
             k => k.of(&target),
         };
         if keys.is_empty() && !movable(spec) {
@@ -179,6 +180,28 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         return Err(unknown_subcommand(sub, "command"));
     }
     Ok(())
+}
+
+/// SORT's keys as Redis names them: the source and the last `STORE` target (the
+/// arguments of LIMIT, BY and GET are skipped).
+fn sort_keys(c: &Command) -> Vec<&[u8]> {
+    let mut keys = vec![c.arg(1)];
+    let mut store = None;
+    let mut i = 2;
+    while i < c.len() {
+        let a = c.arg(i);
+        if is(a, "limit") {
+            i += 2;
+        } else if is(a, "by") || is(a, "get") {
+            i += 1;
+        } else if is(a, "store") && i + 1 < c.len() {
+            store = Some(c.arg(i + 1));
+            i += 1;
+        }
+        i += 1;
+    }
+    keys.extend(store);
+    keys
 }
 
 /// Redis's `movablekeys`: where the keys are cannot be told from first/last/step
@@ -457,6 +480,13 @@ mod tests {
             ["a", "b", "d"]
         );
         assert!(keys(&mut k, &["eval", "return 1", "0"]).is_empty());
+        assert_eq!(
+            keys(
+                &mut k,
+                &["sort", "abc", "store", "x", "limit", "0", "1", "store", "def"]
+            ),
+            ["abc", "def"]
+        );
         assert_eq!(
             k.strings(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "zunion*"]),
             ["zunion", "zunionstore"]

@@ -156,15 +156,16 @@ fn restore(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         }
         j += 1;
     }
+    // A taken name is refused before the payload is looked at, as Redis does.
+    let old = tx.begin(key)?;
+    if old.is_some() && !replace {
+        return Err(CmdError::Msg(
+            "BUSYKEY Target key name already exists.".into(),
+        ));
+    }
     let (mut meta, spaces) = decode(c.arg(3))
         .ok_or_else(|| CmdError::err("DUMP payload version or checksum are wrong"))?;
-    let old = tx.begin(key)?;
     if let Some(o) = old {
-        if !replace {
-            return Err(CmdError::Msg(
-                "BUSYKEY Target key name already exists.".into(),
-            ));
-        }
         tx.remove(key, &o)?;
     }
     let ttl = u64::try_from(ttl).unwrap_or(0);

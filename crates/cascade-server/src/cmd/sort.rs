@@ -167,7 +167,13 @@ fn run(tx: &Tx<'_>, key: &[u8], o: &Opts<'_>) -> CmdResult<Vec<Option<Vec<u8>>>>
         };
         items.push((e, w));
     }
-    if !nosort {
+    if nosort {
+        // BY nosort keeps a list's or sorted set's own order; DESC reverses it
+        // (Redis walks it from the tail). A set has no order to reverse.
+        if o.desc && tx.meta(key)?.is_some_and(|m| m.ty != Type::Set) {
+            items.reverse();
+        }
+    } else {
         items.sort_by(|(ea, wa), (eb, wb)| {
             let ord = match (wa, wb) {
                 (Weight::Num(a), Weight::Num(b)) => a.total_cmp(b).then_with(|| ea.cmp(eb)),
@@ -267,6 +273,10 @@ mod tests {
         assert_eq!(
             k.strings(&["SORT", "l", "BY", "nosort"]),
             ["3", "1", "2", "10"]
+        );
+        assert_eq!(
+            k.strings(&["SORT", "l", "BY", "nosort", "DESC", "LIMIT", "0", "2"]),
+            ["10", "2"]
         );
         k.expect(&["SORT", "l", "STORE", "dst"], ":4\r\n");
         assert_eq!(
