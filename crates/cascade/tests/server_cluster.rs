@@ -2,9 +2,11 @@
 //! whose topology the test sets with CLUSTERX as a controller would; errors for bad
 //! topology input; redirects (MOVED, CROSSSLOT, CLUSTERDOWN) for every kind of
 //! command; a slave line (READONLY reads); redis-py's `RedisCluster`, go-redis's
-//! `ClusterClient` and `redis-cli --cluster check`; and a slot migration under
+//! `ClusterClient` and `redis-cli --cluster check`; a slot migration under
 //! concurrent writes checked by an oracle (no acknowledged write lost, none applied
-//! twice, no key on two nodes).
+//! twice, no key on two nodes); and three primaries with a replica each (real
+//! replication): WAIT, READONLY reads on replicas, MOVED writes, redis-py reading
+//! from replicas.
 
 mod common;
 
@@ -653,4 +655,108 @@ fn slot_migration_under_load_loses_nothing() {
     eprintln!(
         "migrated slot {slot} ({in_dst} keys) in {migrated_in:?} under {total} writer rounds; {info}"
     );
+}
+
+/// Node ids of the replicas in [`primaries_with_a_replica_each`].
+const REPLICA_IDS: [&str; 3] = [
+    "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee5",
+    "fffffffffffffffffffffffffffffffffffffff6",
+    "0123456789abcdef0123456789abcdef01234567",
+];
+
+#[test]
+fn primaries_with_a_replica_each() {
+    // Three primaries, each with a replica that replicates from it (`--replicaof`),
+    // all in cluster mode with one topology naming the replicas as slave lines.
+    let primaries: Vec<Server> = (0..3)
+        .map(|_| Server::start(&["--cluster-enabled"]))
+        .collect();
+    let replicas: Vec<Server> = primaries
+        .iter()
+        .map(|p| {
+            let port = p.port.to_string();
+            Server::start(&["--cluster-enabled", "--replicaof", "127.0.0.1", &port])
+        })
+        .collect();
+    let ranges = ["0-5460", "5461-10922", "10923-16383"];
+    let mut layout = Vec::new();
+    for i in 0..3 {
+        let (p, r) = (primaries[i].port, replicas[i].port);
+        layout.push(format!("{} 127.0.0.1 {p} master - {}", IDS[i], ranges[i]));
+        layout.push(format!("{} 127.0.0.1 {r} slave {}", REPLICA_IDS[i], IDS[i]));
+    }
+    let layout = layout.join("\n");
+    // A replica answers -LOADING until its first sync is in; then the controller
+    // sets the topology.
+    for r in &replicas {
+        let mut c = r.connect();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info = ok(&mut c, &["INFO", "replication"]);
+            if info.contains("master_link_status:up") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "replica never linked: {info}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for (n, id) in primaries
+        .iter()
+        .zip(IDS)
+        .chain(replicas.iter().zip(REPLICA_IDS))
+    {
+        let mut c = n.connect();
+        assert_eq!(ok(&mut c, &["CLUSTERX", "SETNODEID", id]), "OK");
+        assert_eq!(ok(&mut c, &["CLUSTERX", "SETNODES", &layout, "1"]), "OK");
+    }
+    // Writes through the cluster, then WAIT on every primary: its replica has them.
+    let mut conns = HashMap::new();
+    let start = primaries[0].addr();
+    for i in 0..300 {
+        let (k, v) = (format!("k{i}"), i.to_string());
+        assert_eq!(
+            route(&mut conns, &start, &["SET", &k, &v]),
+            Reply::Simple("OK".into())
+        );
+    }
+    for p in &primaries {
+        assert!(int(&mut p.connect(), &["WAIT", "1", "5000"]) >= 1);
+    }
+    // A replica sends reads to its master until READONLY, and writes always.
+    let mut served = 0;
+    for (i, r) in replicas.iter().enumerate() {
+        let mut c = r.connect();
+        let master = primaries[i].addr();
+        assert_eq!(ok(&mut c, &["READONLY"]), "OK");
+        for k in 0..300 {
+            let key = format!("k{k}");
+            match c.cmd(&["GET", &key]) {
+                Reply::Bulk(Some(v)) => {
+                    assert_eq!(v, k.to_string().into_bytes(), "{key} on replica {i}");
+                    served += 1;
+                    let e = err(&mut c, &["SET", &key, "x"]);
+                    assert!(e.starts_with("MOVED ") && e.ends_with(&master), "{e}");
+                }
+                Reply::Error(e) => assert!(e.starts_with("MOVED "), "{e}"),
+                other => panic!("{key} on replica {i}: {other:?}"),
+            }
+        }
+        assert_eq!(ok(&mut c, &["READWRITE"]), "OK");
+        let e = err(&mut c, &["GET", "k0"]);
+        assert!(e.starts_with("MOVED "), "{e}");
+    }
+    assert_eq!(served, 300, "every key is read from exactly one replica");
+    // redis-py sees three primaries with a replica each and reads from replicas.
+    let (host, port) = start.split_once(':').expect("addr");
+    python(&format!(
+        r#"
+from redis.cluster import RedisCluster
+rc = RedisCluster(host="{host}", port={port}, decode_responses=True, read_from_replicas=True)
+assert len(rc.get_primaries()) == 3 and len(rc.get_replicas()) == 3, rc.get_nodes()
+for i in range(300):
+    assert rc.get(f"k{{i}}") == str(i), i
+rc.set("after", "1")
+assert rc.get("after") in ("1", None)
+"#
+    ));
 }
