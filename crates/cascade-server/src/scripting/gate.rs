@@ -100,9 +100,11 @@ impl Gate {
         self.wrote.store(true, Ordering::Relaxed);
     }
 
-    /// True when the running script must stop (the Lua hook asks).
+    /// True when the running script must stop (the Lua hook asks). Never once the
+    /// script wrote: a kill that raced with its first write is not carried out, so a
+    /// killed script has written nothing.
     pub(crate) fn kill_requested(&self) -> bool {
-        self.kill.load(Ordering::Relaxed)
+        self.kill.load(Ordering::Relaxed) && !self.wrote.load(Ordering::Relaxed)
     }
 
     /// The `-BUSY` text if a script is running past its threshold.
@@ -132,7 +134,9 @@ impl Gate {
 
     /// `SCRIPT KILL` (`function` false) or `FUNCTION KILL` (true).
     pub(crate) fn kill(&self, function: bool) -> Kill {
-        if self.started_ms.load(Ordering::Acquire) == 0 {
+        // As in Redis, where other clients are served only once a script is past its
+        // threshold: before that, no script is "in execution" for them.
+        if self.busy().is_none() {
             return Kill::NotBusy;
         }
         if self.wrote.load(Ordering::Relaxed) {
