@@ -344,6 +344,26 @@ impl Parser<'_> {
     }
 }
 
+/// `cjson.encode_max_depth` / `decode_max_depth`: sets the depth (at least 1) when
+/// given a number, and answers the current one.
+fn depth_setting(
+    lua: &Lua,
+    st: Rc<Settings>,
+    cell: fn(&Settings) -> &Cell<usize>,
+) -> mlua::Result<mlua::Function> {
+    lua.create_function(move |_, n: Option<f64>| {
+        if let Some(n) = n {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "a small depth"
+            )]
+            cell(&st).set(n.max(1.0) as usize);
+        }
+        Ok(cell(&st).get() as f64)
+    })
+}
+
 /// The `cjson` table.
 pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
     let st = Rc::new(Settings {
@@ -382,35 +402,13 @@ pub(crate) fn table(lua: &Lua) -> mlua::Result<Table> {
             Ok(v)
         })?,
     )?;
-    let s = st.clone();
     t.set(
         "encode_max_depth",
-        lua.create_function(move |_, n: Option<f64>| {
-            if let Some(n) = n {
-                #[expect(
-                    clippy::cast_possible_truncation,
-                    clippy::cast_sign_loss,
-                    reason = "a small depth"
-                )]
-                s.encode_depth.set(n.max(1.0) as usize);
-            }
-            Ok(s.encode_depth.get() as f64)
-        })?,
+        depth_setting(lua, st.clone(), |s| &s.encode_depth)?,
     )?;
-    let s = st.clone();
     t.set(
         "decode_max_depth",
-        lua.create_function(move |_, n: Option<f64>| {
-            if let Some(n) = n {
-                #[expect(
-                    clippy::cast_possible_truncation,
-                    clippy::cast_sign_loss,
-                    reason = "a small depth"
-                )]
-                s.decode_depth.set(n.max(1.0) as usize);
-            }
-            Ok(s.decode_depth.get() as f64)
-        })?,
+        depth_setting(lua, st.clone(), |s| &s.decode_depth)?,
     )?;
     let s = st;
     t.set(
