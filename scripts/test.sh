@@ -68,15 +68,15 @@ if [ ! -x target/tools/go-ycsb ] || [ "$(cat target/tools/go-ycsb.version 2>/dev
 fi
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --release -- -D warnings
+cargo clippy --workspace --all-targets --profile ci -- -D warnings
 # The public API of cascadekv is exactly what docs/api.md lists.
 python3 scripts/api-listing.py --check
-KILL_CYCLES="${KILL_CYCLES:-50}" cargo test --workspace --release
+KILL_CYCLES="${KILL_CYCLES:-50}" cargo test --workspace --profile ci
 # The FastStore's optimistic index (the one module with `unsafe` outside pool access):
 # its loom models, then its stress and property tests under AddressSanitizer (nightly).
 # Separate target directories keep these builds from invalidating the release one.
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR=target/loom \
-  cargo test --release -p cascadekv --lib olc::loom
+  cargo test --profile ci -p cascadekv --lib olc::loom
 if ! rustup toolchain list | grep -q '^nightly'; then
   rustup toolchain install nightly --profile minimal
 fi

@@ -355,8 +355,23 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.info(s, "evicted_keys", 0);
     l.info(s, "keyspace_hits", 0);
     l.info(s, "keyspace_misses", 0);
-    l.info(s, "pubsub_channels", 0);
-    l.info(s, "pubsub_patterns", 0);
+    let ps = shared.store.pubsub();
+    l.info(
+        s,
+        "pubsub_channels",
+        ps.channels(crate::pubsub::Kind::Channel),
+    );
+    l.info(s, "pubsub_patterns", ps.numpat());
+    l.info(
+        s,
+        "pubsubshard_channels",
+        ps.channels(crate::pubsub::Kind::Shard),
+    );
+    l.info(
+        s,
+        "migrate_cached_sockets",
+        shared.store.migrate_sockets().count(),
+    );
     l.info(s, "tracking_total_keys", tracking.keys);
     l.info(s, "tracking_total_items", tracking.items);
     l.info(s, "tracking_total_prefixes", tracking.prefixes);

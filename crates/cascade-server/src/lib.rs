@@ -39,6 +39,7 @@
 )]
 #![warn(clippy::pedantic)]
 
+mod access;
 mod clients;
 mod cluster;
 mod cmd;

@@ -69,6 +69,10 @@ pub(crate) struct Store {
     gate: Gate,
     /// The replication stream of commits (`crate::replication::backlog`).
     feed: Feed,
+    /// Last-access times (`OBJECT IDLETIME`, `crate::access`).
+    access: crate::access::AccessClock,
+    /// MIGRATE's cached connections (`cmd/migrate.rs`).
+    migrate: crate::cmd::migrate::Sockets,
 }
 
 impl std::fmt::Debug for Store {
@@ -98,6 +102,8 @@ impl Store {
             tracking: Tracking::default(),
             gate: Gate::default(),
             feed: Feed::default(),
+            access: crate::access::AccessClock::default(),
+            migrate: crate::cmd::migrate::Sockets::default(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -209,7 +215,17 @@ impl Store {
         &self.db
     }
 
-    /// Key-change notifications.
+    /// Last-access times of keys (`OBJECT IDLETIME`).
+    pub(crate) fn access(&self) -> &crate::access::AccessClock {
+        &self.access
+    }
+
+    /// MIGRATE's cached connections.
+    pub(crate) fn migrate_sockets(&self) -> &crate::cmd::migrate::Sockets {
+        &self.migrate
+    }
+
+    /// WATCH flags and parked clients.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
     }

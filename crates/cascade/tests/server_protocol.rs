@@ -1566,3 +1566,82 @@ fn shutdown_is_not_held_by_a_slow_metrics_client() {
         "SIGTERM took {took:?} to stop the server while a metrics client trickled"
     );
 }
+
+/// MIGRATE between two servers: a key moves (gone here, there with its TTL), COPY
+/// keeps it, an existing key on the target needs REPLACE, KEYS moves several, absent
+/// keys answer NOKEY, a silent target times out with IOERR and loses nothing, and the
+/// connection is cached (INFO `migrate_cached_sockets`).
+#[test]
+fn migrate_moves_keys_between_servers() {
+    let a = Server::start(&[]);
+    let b = Server::start(&[]);
+    let (mut ca, mut cb) = (a.connect(), b.connect());
+    let port = b.addr().rsplit(':').next().unwrap().to_string();
+    let migrate = |c: &mut Client, rest: &[&str]| {
+        let mut args = vec!["MIGRATE", "127.0.0.1", port.as_str()];
+        args.extend_from_slice(rest);
+        c.cmd(&args)
+    };
+    assert_eq!(ca.cmd(&["SET", "k", "v", "EX", "100"]), ok());
+    assert_eq!(ca.cmd(&["RPUSH", "l", "a", "b"]), Reply::Int(2));
+    assert_eq!(migrate(&mut ca, &["k", "0", "5000"]), ok());
+    assert_eq!(ca.cmd(&["EXISTS", "k"]), Reply::Int(0));
+    assert_eq!(cb.cmd(&["GET", "k"]), bulk("v"));
+    let Reply::Int(ttl) = cb.cmd(&["TTL", "k"]) else {
+        panic!()
+    };
+    assert!((90..=100).contains(&ttl), "{ttl}");
+    assert!(ca
+        .cmd(&["INFO", "stats"])
+        .text()
+        .contains("migrate_cached_sockets:1"));
+    // COPY keeps the source; the target's copy then blocks a second one without REPLACE.
+    assert_eq!(migrate(&mut ca, &["l", "0", "5000", "COPY"]), ok());
+    assert_eq!(ca.cmd(&["LLEN", "l"]), Reply::Int(2));
+    let Reply::Error(e) = migrate(&mut ca, &["l", "0", "5000", "COPY"]) else {
+        panic!()
+    };
+    assert!(
+        e.starts_with("ERR Target instance replied with error: BUSYKEY"),
+        "{e}"
+    );
+    assert_eq!(migrate(&mut ca, &["l", "0", "5000", "REPLACE"]), ok());
+    assert_eq!(
+        cb.cmd(&["LRANGE", "l", "0", "-1"]),
+        Reply::Array(Some(vec![bulk("a"), bulk("b")]))
+    );
+    // Several keys into another database; absent ones are skipped.
+    for k in ["x", "y"] {
+        assert_eq!(ca.cmd(&["SET", k, k]), ok());
+    }
+    assert_eq!(
+        migrate(&mut ca, &["", "3", "5000", "KEYS", "x", "nope", "y"]),
+        ok()
+    );
+    assert_eq!(cb.cmd(&["SELECT", "3"]), ok());
+    assert_eq!(
+        cb.cmd(&["MGET", "x", "y"]),
+        Reply::Array(Some(vec![bulk("x"), bulk("y")]))
+    );
+    assert_eq!(
+        migrate(&mut ca, &["nope", "0", "5000"]),
+        Reply::Simple("NOKEY".into())
+    );
+    assert_eq!(
+        migrate(&mut ca, &["k", "0", "5000", "KEYS", "a"]),
+        err("ERR When using MIGRATE KEYS option, the key argument must be set to the empty string")
+    );
+    // A target that accepts but never answers: IOERR within the timeout, key kept.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sport = silent.local_addr().unwrap().port().to_string();
+    assert_eq!(ca.cmd(&["SET", "z", "1"]), ok());
+    let t = Instant::now();
+    let Reply::Error(e) = ca.cmd(&["MIGRATE", "127.0.0.1", &sport, "z", "0", "300"]) else {
+        panic!()
+    };
+    assert!(e.starts_with("IOERR"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(ca.cmd(&["GET", "z"]), bulk("1"));
+    // COMMAND INFO marks it as a command with movable keys.
+    assert!(format!("{:?}", ca.cmd(&["COMMAND", "INFO", "migrate"])).contains("movablekeys"));
+}

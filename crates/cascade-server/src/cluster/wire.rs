@@ -46,6 +46,31 @@ impl Conn {
         })
     }
 
+    /// Connects to `addr` within `timeout`, which also bounds each later read and
+    /// write (MIGRATE's timeout).
+    pub(crate) fn connect_within(addr: &str, timeout: Duration) -> std::io::Result<Conn> {
+        let sa = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io_err(format!("cannot resolve {addr}")))?;
+        let s = TcpStream::connect_timeout(&sa, timeout)?;
+        s.set_nodelay(true)?;
+        let mut c = Conn {
+            rd: BufReader::new(s.try_clone()?),
+            wr: s,
+            buf: Vec::new(),
+            pending: 0,
+        };
+        c.set_timeout(timeout)?;
+        Ok(c)
+    }
+
+    /// Bounds each read and write by `timeout`.
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) -> std::io::Result<()> {
+        self.wr.set_read_timeout(Some(timeout))?;
+        self.wr.set_write_timeout(Some(timeout))
+    }
+
     /// Queues one command (sent by [`Conn::flush`]).
     pub(crate) fn queue(&mut self, args: &[&[u8]]) {
         use std::io::Write as _;

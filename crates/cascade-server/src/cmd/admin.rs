@@ -6,19 +6,10 @@ use super::{is, spec, unknown_subcommand, Ctx, Keys, Run::Ctl, Spec, A};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::resp::parse::Command;
-use crate::resp::reply::{self, Out};
+use crate::resp::reply;
 
 /// The server commands.
 pub(crate) static SPECS: &[Spec] = &[
-    spec(
-        "command",
-        -1,
-        A,
-        Keys::None,
-        "server",
-        "COMMAND [COUNT|INFO|DOCS|LIST]: the command table.",
-        Ctl(command),
-    ),
     spec(
         "config",
         -2,
@@ -75,172 +66,6 @@ pub(crate) static SPECS: &[Spec] = &[
     ),
 ];
 
-fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    let commands = ctx.commands;
-    let specs = &commands.specs;
-    let pick = |names: &mut dyn Iterator<Item = &[u8]>| -> Vec<Option<usize>> {
-        names.map(|n| commands.lookup(n)).collect()
-    };
-    if c.len() == 1 {
-        let all: Vec<Option<usize>> = (0..specs.len()).map(Some).collect();
-        command_info(ctx.out, specs, &all);
-        return Ok(());
-    }
-    let sub = c.arg(1);
-    if is(sub, "count") && c.len() == 2 {
-        reply::int(ctx.out, crate::cmd::args::len_i64(specs.len()));
-    } else if is(sub, "list") {
-        // COMMAND LIST [FILTERBY MODULE m | ACLCAT cat | PATTERN glob]. No modules
-        // exist; a command's ACL category is its group here.
-        let filter = match c.len() {
-            2 => None,
-            5 if is(c.arg(2), "filterby") => Some((c.arg(3).to_ascii_lowercase(), c.arg(4))),
-            _ => return Err(CmdError::err("syntax error")),
-        };
-        let keep = |s: &super::Spec| match &filter {
-            None => true,
-            Some((by, arg)) => match by.as_slice() {
-                b"pattern" => crate::glob::matches(arg, s.name.as_bytes(), true),
-                b"aclcat" => s.group.as_bytes().eq_ignore_ascii_case(arg),
-                _ => false,
-            },
-        };
-        if let Some((by, _)) = &filter {
-            if !matches!(by.as_slice(), b"pattern" | b"aclcat" | b"module") {
-                return Err(CmdError::err("syntax error"));
-            }
-        }
-        let names: Vec<&[u8]> = specs
-            .iter()
-            .filter(|s| keep(s))
-            .map(|s| s.name.as_bytes())
-            .collect();
-        reply::bulk_array(ctx.out, names.into_iter());
-    } else if is(sub, "info") {
-        let which = if c.len() == 2 {
-            (0..specs.len()).map(Some).collect()
-        } else {
-            pick(&mut c.args().skip(2))
-        };
-        command_info(ctx.out, specs, &which);
-    } else if is(sub, "docs") {
-        let which: Vec<usize> = if c.len() == 2 {
-            (0..specs.len()).collect()
-        } else {
-            pick(&mut c.args().skip(2)).into_iter().flatten().collect()
-        };
-        let out = &mut *ctx.out;
-        reply::map_header(out, which.len());
-        for i in which {
-            let s = &specs[i];
-            reply::bulk(out, s.name.as_bytes());
-            reply::map_header(out, 3);
-            reply::bulk(out, b"summary");
-            reply::bulk(out, s.summary.as_bytes());
-            reply::bulk(out, b"since");
-            reply::bulk(out, b"1.0.0");
-            reply::bulk(out, b"group");
-            reply::bulk(out, s.group.as_bytes());
-        }
-    } else if is(sub, "getkeys") && c.len() >= 3 {
-        let target = Command::from_args(&c.to_vecs()[2..]);
-        let Some(idx) = commands.lookup(target.arg(0)) else {
-            return Err(CmdError::err("Invalid command specified"));
-        };
-        let spec = &specs[idx];
-        let n = i64::try_from(target.len()).unwrap_or(i64::MAX);
-        let a = i64::from(spec.arity);
-        if (a > 0 && n != a) || (a < 0 && n < -a) {
-            return Err(CmdError::err(
-                "Invalid number of arguments specified for command",
-            ));
-        }
-        // A command with a key count (EVAL 0) may name no key: an empty list. One
-        // without key arguments at all is an error.
-        let keys = match spec.keys {
-            super::Keys::All | super::Keys::None => Vec::new(),
-            _ if spec.name == "sort" => sort_keys(&target),
-            k => k.of(&target),
-        };
-        if keys.is_empty() && !movable(spec) {
-            return Err(CmdError::err("The command has no key arguments"));
-        }
-        reply::bulk_array(ctx.out, keys.into_iter());
-    } else if is(sub, "help") {
-        let lines: &[&[u8]] = &[
-            b"COMMAND",
-            b"COMMAND COUNT",
-            b"COMMAND LIST",
-            b"COMMAND INFO [<name> ...]",
-            b"COMMAND DOCS [<name> ...]",
-            b"COMMAND GETKEYS <full-command>",
-        ];
-        reply::bulk_array(ctx.out, lines.iter().copied());
-    } else {
-        return Err(unknown_subcommand(sub, "command"));
-    }
-    Ok(())
-}
-
-/// SORT's keys as Redis names them: the source and the last `STORE` target (the
-/// arguments of LIMIT, BY and GET are skipped).
-fn sort_keys(c: &Command) -> Vec<&[u8]> {
-    let mut keys = vec![c.arg(1)];
-    let mut store = None;
-    let mut i = 2;
-    while i < c.len() {
-        let a = c.arg(i);
-        if is(a, "limit") {
-            i += 2;
-        } else if is(a, "by") || is(a, "get") {
-            i += 1;
-        } else if is(a, "store") && i + 1 < c.len() {
-            store = Some(c.arg(i + 1));
-            i += 1;
-        }
-        i += 1;
-    }
-    keys.extend(store);
-    keys
-}
-
-/// Redis's `movablekeys`: where the keys are cannot be told from first/last/step
-/// alone (a key count, a `STREAMS` keyword, or an optional `STORE` key).
-fn movable(s: &super::Spec) -> bool {
-    matches!(
-        s.keys,
-        super::Keys::Num { .. } | super::Keys::Streams { .. }
-    ) || matches!(
-        s.name,
-        "sort" | "sort_ro" | "migrate" | "georadius" | "georadiusbymember"
-    )
-}
-
-fn command_info(out: &mut Out, specs: &[super::Spec], which: &[Option<usize>]) {
-    reply::array_header(out, which.len());
-    for w in which {
-        let Some(s) = w.map(|i| &specs[i]) else {
-            reply::nil_array(out);
-            continue;
-        };
-        reply::array_header(out, 6);
-        reply::bulk(out, s.name.as_bytes());
-        reply::int(out, i64::from(s.arity));
-        let mov = movable(s);
-        reply::array_header(out, s.flags.len() + usize::from(mov));
-        for f in s.flags {
-            reply::simple(out, f);
-        }
-        if mov {
-            reply::simple(out, "movablekeys");
-        }
-        let (first, last, step) = s.keys.triple();
-        reply::int(out, i64::from(first));
-        reply::int(out, i64::from(last));
-        reply::int(out, i64::from(step));
-    }
-}
-
 fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     let sub = c.arg(1);
     let cfg = &ctx.shared.config;
@@ -287,6 +112,21 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     } else if is(sub, "rewrite") && c.len() == 2 {
         crate::replication::config_rewrite(ctx.shared)?;
         reply::ok(ctx.out);
+    } else if is(sub, "help") && c.len() == 2 {
+        let lines: &[&[u8]] = &[
+            b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            b"GET <pattern>",
+            b"    Return parameters matching the glob-like <pattern> and their values.",
+            b"SET <directive> <value> [<directive> <value> ...]",
+            b"    Set the configuration <directive> to <value>.",
+            b"RESETSTAT",
+            b"    Reset statistics reported by the INFO command.",
+            b"REWRITE",
+            b"    Rewrite the configuration file given with --config.",
+            b"HELP",
+            b"    Print this help.",
+        ];
+        reply::bulk_array(ctx.out, lines.iter().copied());
     } else if is(sub, "get") || is(sub, "set") || is(sub, "resetstat") || is(sub, "rewrite") {
         let s = String::from_utf8_lossy(sub).to_ascii_lowercase();
         return Err(CmdError::err(format!(
@@ -414,7 +254,7 @@ fn bgsave(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::cmd::testkit::{Kit, Value};
+    use crate::cmd::testkit::Kit;
 
     #[test]
     fn unknown_commands_and_arity() {
@@ -434,82 +274,6 @@ mod tests {
         k.expect(
             &["HSET", "h"],
             "-ERR wrong number of arguments for 'hset' command\r\n",
-        );
-    }
-
-    #[test]
-    fn command_table() {
-        let mut k = Kit::new();
-        let n = k.int(&["COMMAND", "COUNT"]);
-        assert!(n > 50, "{n}");
-        let names = k.strings(&["COMMAND", "LIST"]);
-        assert_eq!(i64::try_from(names.len()).expect("fits"), n);
-        assert!(names.contains(&"zadd".to_string()));
-        let v = k.value(&["COMMAND", "INFO", "get", "nope", "mset"]);
-        let Value::Arr(items) = v else {
-            panic!("{v:?}")
-        };
-        assert_eq!(items[1], Value::Nil);
-        let Value::Arr(mset) = &items[2] else {
-            panic!()
-        };
-        assert_eq!(mset[0], Value::Str("mset".into()));
-        assert_eq!(mset[1], Value::Int(-3));
-        assert_eq!(&mset[3..6], &[Value::Int(1), Value::Int(-1), Value::Int(2)]);
-        k.expect(
-            &["COMMAND", "BAD"],
-            "-ERR unknown subcommand 'BAD'. Try COMMAND HELP.\r\n",
-        );
-    }
-
-    #[test]
-    fn command_getkeys() {
-        let mut k = Kit::new();
-        let keys = |k: &mut Kit, args: &[&str]| -> Vec<String> {
-            let mut a = vec!["COMMAND", "GETKEYS"];
-            a.extend_from_slice(args);
-            k.strings(&a)
-        };
-        assert_eq!(keys(&mut k, &["mset", "a", "1", "b", "2"]), ["a", "b"]);
-        assert_eq!(
-            keys(&mut k, &["fcall", "f", "2", "x", "y", "arg"]),
-            ["x", "y"]
-        );
-        assert_eq!(
-            keys(&mut k, &["zunionstore", "d", "2", "a", "b"]),
-            ["a", "b", "d"]
-        );
-        assert!(keys(&mut k, &["eval", "return 1", "0"]).is_empty());
-        assert_eq!(
-            keys(
-                &mut k,
-                &["sort", "abc", "store", "x", "limit", "0", "1", "store", "def"]
-            ),
-            ["abc", "def"]
-        );
-        assert_eq!(
-            k.strings(&["COMMAND", "LIST", "FILTERBY", "PATTERN", "zunion*"]),
-            ["zunion", "zunionstore"]
-        );
-        assert!(k
-            .strings(&["COMMAND", "LIST", "FILTERBY", "MODULE", "m"])
-            .is_empty());
-        k.expect(&["COMMAND", "LIST", "x"], "-ERR syntax error\r\n");
-        assert_eq!(
-            keys(&mut k, &["xread", "streams", "s", "t", "0", "0"]),
-            ["s", "t"]
-        );
-        k.expect(
-            &["COMMAND", "GETKEYS", "nosuch", "a"],
-            "-ERR Invalid command specified\r\n",
-        );
-        k.expect(
-            &["COMMAND", "GETKEYS", "get"],
-            "-ERR Invalid number of arguments specified for command\r\n",
-        );
-        k.expect(
-            &["COMMAND", "GETKEYS", "ping"],
-            "-ERR The command has no key arguments\r\n",
         );
     }
 

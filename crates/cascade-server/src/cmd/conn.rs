@@ -279,6 +279,8 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             b"SETINFO <attr> <value>",
             b"REPLY (ON|OFF|SKIP)",
             b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            b"KILL <ip:port>",
+            b"KILL <option> <value> [<option> <value> [...]]: ID, TYPE (normal|master|replica|pubsub), ADDR, LADDR, SKIPME (yes|no)",
             b"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
             b"CACHING (YES|NO)",
             b"GETREDIR",

@@ -262,8 +262,15 @@ fn object(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         reply::bulk(out, enc.as_bytes());
     } else if is(sub, "refcount") {
         reply::int(out, 1);
-    } else if is(sub, "idletime") || is(sub, "freq") {
-        reply::int(out, 0);
+    } else if is(sub, "idletime") {
+        let idle = tx.store().access().idle(tx.db(), c.arg(2));
+        reply::int(out, i64::try_from(idle).unwrap_or(i64::MAX));
+    } else if is(sub, "freq") {
+        // Access frequencies exist only under an LFU eviction policy, which a
+        // persistent store has no use for (it does not evict).
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ));
     } else {
         return Err(unknown_subcommand(sub, "object"));
     }
@@ -273,6 +280,17 @@ fn object(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 /// MEMORY USAGE: key and value bytes plus the metadata, or 48 bytes per element of a
 /// collection (an estimate: the engine shares blocks and indexes between keys).
 fn memory(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
+    if is(c.arg(1), "help") && c.len() == 2 {
+        let lines: &[&[u8]] = &[
+            b"MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            b"USAGE <key> [SAMPLES <count>]",
+            b"    Return memory in bytes used by <key> and its value.",
+            b"HELP",
+            b"    Print this help.",
+        ];
+        reply::bulk_array(out, lines.iter().copied());
+        return Ok(());
+    }
     if !is(c.arg(1), "usage") || c.len() < 3 {
         return Err(unknown_subcommand(c.arg(1), "memory"));
     }

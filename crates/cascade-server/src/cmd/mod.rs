@@ -26,6 +26,7 @@ pub(crate) mod args;
 pub(crate) mod bitfield;
 pub(crate) mod bitops;
 pub(crate) mod client_kill;
+pub(crate) mod command;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -40,6 +41,7 @@ pub(crate) mod geo;
 pub(crate) mod geosearch;
 pub(crate) mod hashes;
 pub(crate) mod hyperloglog;
+pub(crate) mod key_flags;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -47,6 +49,7 @@ pub(crate) mod hyperloglog;
 pub(crate) mod keys;
 pub(crate) mod lcs;
 pub(crate) mod lists;
+pub(crate) mod migrate;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -249,6 +252,8 @@ pub(crate) enum Keys {
         /// Argument 1 is a destination key.
         dest: bool,
     },
+    /// MIGRATE's: argument 3, or with an empty argument 3 those after `KEYS`.
+    Migrate,
 }
 
 impl Keys {
@@ -257,6 +262,7 @@ impl Keys {
         match self {
             Keys::Range(a, b, c) => (a, b, c),
             Keys::Num { dest: true, .. } => (1, 1, 1),
+            Keys::Migrate => (3, 3, 1),
             Keys::None | Keys::All | Keys::Num { .. } | Keys::Streams { .. } => (0, 0, 0),
         }
     }
@@ -270,9 +276,12 @@ impl Keys {
                 let n = usize::try_from(n)
                     .unwrap_or(0)
                     .min(c.len().saturating_sub(at + 1));
-                // The destination last, as Redis lists them (COMMAND GETKEYS).
+                // The destination first, in key-spec order (COMMAND GETKEYS).
                 let dest = dest.then(|| c.arg(1));
-                return (at + 1..=at + n).map(|i| c.arg(i)).chain(dest).collect();
+                return dest
+                    .into_iter()
+                    .chain((at + 1..=at + n).map(|i| c.arg(i)))
+                    .collect();
             }
             Keys::Streams { from } => {
                 let Some(at) = (from..c.len()).find(|&i| is(c.arg(i), "streams")) else {
@@ -281,6 +290,7 @@ impl Keys {
                 let n = (c.len() - at - 1) / 2;
                 return (at + 1..=at + n).map(|i| c.arg(i)).collect();
             }
+            Keys::Migrate => return migrate::keys(c),
             Keys::None | Keys::All => return Vec::new(),
         };
         let n = i64::try_from(c.len()).unwrap_or(i64::MAX);
@@ -387,8 +397,10 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(databases::SPECS);
     t.extend_from_slice(sort::SPECS);
     t.extend_from_slice(dump::SPECS);
+    t.extend_from_slice(migrate::SPECS);
     t.extend_from_slice(generic::SPECS);
     t.extend_from_slice(conn::SPECS);
+    t.extend_from_slice(command::SPECS);
     t.extend_from_slice(admin::SPECS);
     t.extend_from_slice(hyperloglog::SPECS);
     t.extend_from_slice(bitops::SPECS);
@@ -594,7 +606,7 @@ pub(crate) fn run_data(
     let _locks = match spec.keys {
         Keys::All => store.lock_all(),
         Keys::None => Vec::new(),
-        k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams { .. }) => {
+        k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams { .. } | Keys::Migrate) => {
             store.lock_many(k.of(cmd))
         }
     };
@@ -623,6 +635,7 @@ pub(crate) fn run_data(
         out.buf.truncate(mark);
         return Err(e);
     }
+    store.access().after(client.db, spec, cmd);
     // Client-side caching: the keys this client read, still under their locks.
     if tracking {
         crate::tracking::after_read(store, client, spec, cmd);

@@ -236,6 +236,11 @@ impl PubSub {
             .is_some_and(|subs| subs.iter().any(|m| m.id == id))
     }
 
+    /// Channels (or shard channels) with at least one subscriber (INFO).
+    pub(crate) fn channels(&self, kind: Kind) -> usize {
+        self.reg.lock().map(kind).len()
+    }
+
     /// Distinct patterns subscribed to (`PUBSUB NUMPAT`).
     pub(crate) fn numpat(&self) -> usize {
         self.reg.lock().patterns.len()

@@ -160,9 +160,12 @@ pub(crate) fn call(
             f(&mut ctx, &cmd)
         }
     };
-    if let Err(e) = res {
-        out.buf.clear();
-        reply::error(&mut out, &e.to_string());
+    match res {
+        Err(e) => {
+            out.buf.clear();
+            reply::error(&mut out, &e.to_string());
+        }
+        Ok(()) => run.shared.store.access().after(run.tx.db(), &spec, &cmd),
     }
     if out.buf.first() == Some(&b'-') {
         let end = out.buf.len().saturating_sub(2);
