@@ -14,7 +14,6 @@ port=${PORT:-6396}
 n=${N:-200000}
 c=${C:-50}
 out=$(mktemp -d)
-wait_port() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; echo "no server on $1" >&2; exit 1; }
 rps() { # name args...: runs redis-benchmark, prints requests/s (or "refused")
   local name=$1; shift
   if ! redis-benchmark -p "$port" -n "$n" -c "$c" -P 1 --csv "$@" >"$out/$name.csv" 2>"$out/$name.err"; then
@@ -33,7 +32,7 @@ subscribers() { # count: starts that many subscribers of channel `ch`
   done
 }
 stop_subscribers() { [ -f "$out/subs" ] && xargs kill <"$out/subs" 2>/dev/null; rm -f "$out/subs"; sleep 0.2; }
-run_all() { # server name
+run_all() { # server-name port
   local s=$1
   subscribers 1;   echo "PUBLISH, 1 subscriber|$(rps "$s.pub1" publish ch hello)" >>"$out/$s"; stop_subscribers
   subscribers 100; echo "PUBLISH, 100 subscribers|$(rps "$s.pub100" publish ch hello)" >>"$out/$s"; stop_subscribers
@@ -50,15 +49,10 @@ run_all() { # server name
   echo "XREADGROUP COUNT 1|$(rps "$s.xrg" xreadgroup group g c count 1 streams st '>')" >>"$out/$s"
 }
 
-d=$(mktemp -d /dev/shm/bench-apps-cascade.XXXXXX)
-"$bin" serve --dir "$d/db" --port "$port" >"$out/cascade.log" 2>&1 &
-pid=$!; wait_port "$port"; run_all cascade
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$d"
-
-d=$(mktemp -d /dev/shm/bench-apps-redis.XXXXXX)
-/usr/bin/redis-server --port "$port" --bind 127.0.0.1 --dir "$d" --save '' --appendonly no >"$out/redis.log" 2>&1 &
-pid=$!; wait_port "$port"; run_all redis
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$d"
+# shellcheck source=scripts/lib/side-by-side.sh
+. "$(dirname "$0")/lib/side-by-side.sh"
+on_cascade "$bin" "$port" run_all
+on_redis "$port" run_all
 
 echo "| workload (-n $n -c $c -P 1) | cascade req/s | redis req/s | cascade / redis |"
 echo "|---|---:|---:|---:|"

@@ -30,17 +30,10 @@ bench() { # name port
       tail -n 1 | sed "s/^\"[^\"]*\"/\"$label\"/" >>"$out/$name.csv"
   done
 }
-wait_port() { for _ in $(seq 1 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; exit 1; }
-
-d=$(mktemp -d /dev/shm/bench31-cascade.XXXXXX)
-"$bin" serve --dir "$d/db" --port "$port" >"$out/cascade.log" 2>&1 &
-pid=$!; wait_port "$port"; bench cascade "$port"
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$d"
-
-d=$(mktemp -d /dev/shm/bench31-redis.XXXXXX)
-/usr/bin/redis-server --port "$port" --bind 127.0.0.1 --dir "$d" --save '' --appendonly no >"$out/redis.log" 2>&1 &
-pid=$!; wait_port "$port"; bench redis "$port"
-redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$d"
+# shellcheck source=scripts/lib/side-by-side.sh
+. "$(dirname "$0")/lib/side-by-side.sh"
+on_cascade "$bin" "$port" bench
+on_redis "$port" bench
 
 python3 - "$out" <<'PY'
 import csv, sys, os

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # XADD and XREADGROUP throughput: `cascade serve` and redis-server, one after the other,
-# on the same port and data directory root, driven by redis-benchmark (50 clients,
+# on the same port, data directories on /dev/shm, driven by redis-benchmark (50 clients,
 # 200 000 requests each, without and with -P 16 pipelining).
 #   scripts/bench-streams.sh [CASCADE_BIN] [PORT]     (defaults: target/release/cascade 6403)
 # redis-server runs with --appendonly yes --appendfsync everysec --save ''; cascade serve
@@ -14,7 +14,7 @@ port=${2:-6403}
 work=$(mktemp -d /tmp/bench-streams.XXXXXX)
 n=200000
 
-run_tests() { # label
+run_tests() { # label port
   local label=$1
   for p in 1 16; do
     local s="s$p"
@@ -28,17 +28,10 @@ run_tests() { # label
   done
 }
 
-wait_port() {
-  for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.1; done
-  echo "server did not start" >&2; exit 1
-}
-
+# shellcheck source=scripts/lib/side-by-side.sh
+. "$(dirname "$0")/lib/side-by-side.sh"
 echo "server,test,name,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms"
-"$bin" serve --dir "$work/cascade" --port "$port" --threads 2 --durability buffered \
-  --pool-size 2G >"$work/cascade.log" 2>&1 &
-pid=$!; wait_port; run_tests cascade; kill $pid; wait $pid 2>/dev/null || true
-mkdir -p "$work/redis"
-redis-server --port "$port" --bind 127.0.0.1 --dir "$work/redis" --save '' \
-  --appendonly yes --appendfsync everysec >"$work/redis.log" 2>&1 &
-pid=$!; wait_port; run_tests redis; kill $pid; wait $pid 2>/dev/null || true
+out=$work
+on_cascade "$bin" "$port" run_tests --threads 2 --durability buffered --pool-size 2G
+on_redis "$port" run_tests --save '' --appendonly yes --appendfsync everysec
 rm -rf "$work"

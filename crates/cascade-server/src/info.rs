@@ -353,8 +353,9 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
     l.info(s, "expired_stale_perc", "0.00");
     l.info(s, "expired_time_cap_reached_count", 0);
     l.info(s, "evicted_keys", 0);
-    l.info(s, "keyspace_hits", 0);
-    l.info(s, "keyspace_misses", 0);
+    let (hits, misses) = shared.store.lookups();
+    l.info(s, "keyspace_hits", hits);
+    l.info(s, "keyspace_misses", misses);
     let ps = shared.store.pubsub();
     l.info(
         s,

@@ -28,7 +28,7 @@ use std::collections::btree_map;
 use std::collections::BTreeMap;
 use std::iter::{Peekable, Rev};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cascadekv::{Db, DbIter, WriteBatch};
@@ -57,6 +57,9 @@ pub(crate) struct Store {
     dbs: Databases,
     /// Keys deleted by the expiry sweeper (INFO `expired_keys`).
     expired_keys: AtomicI64,
+    /// Key lookups of read-only commands that found a live key, and that did not
+    /// (INFO `keyspace_hits`, `keyspace_misses`).
+    lookups: [AtomicU64; 2],
     /// WATCH flags and parked clients.
     notify: Notify,
     /// SCAN, SSCAN, HSCAN and ZSCAN cursors.
@@ -96,6 +99,7 @@ impl Store {
             db,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             expired_keys: AtomicI64::new(0),
+            lookups: [AtomicU64::new(0), AtomicU64::new(0)],
             notify: Notify::default(),
             cursors: Cursors::new(crate::hash::hash64(&now_ms().to_le_bytes())),
             pubsub: PubSub::default(),
@@ -256,6 +260,31 @@ impl Store {
     }
 
     /// Keys deleted by the expiry sweeper since start.
+    /// INFO's `keyspace_hits` and `keyspace_misses`.
+    pub(crate) fn lookups(&self) -> (u64, u64) {
+        (
+            self.lookups[0].load(Ordering::Relaxed),
+            self.lookups[1].load(Ordering::Relaxed),
+        )
+    }
+
+    /// Adds a read-only command's lookups ([`Tx::lookups`]).
+    pub(crate) fn count_lookups(&self, (hits, misses): (u64, u64)) {
+        if hits > 0 {
+            self.lookups[0].fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            self.lookups[1].fetch_add(misses, Ordering::Relaxed);
+        }
+    }
+
+    /// CONFIG RESETSTAT.
+    pub(crate) fn reset_lookups(&self) {
+        for l in &self.lookups {
+            l.store(0, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn expired_keys(&self) -> i64 {
         self.expired_keys.load(Ordering::Relaxed)
     }
@@ -490,6 +519,8 @@ pub(crate) struct Tx<'s> {
     dexpires: i64,
     /// The time this command sees (Unix ms).
     now: u64,
+    /// Live and absent keys [`Tx::meta`] found (hits, misses).
+    lookups: std::cell::Cell<(u64, u64)>,
     /// FLUSHDB (`Some(false)`) or FLUSHALL (`Some(true)`) ran: the engine's contents
     /// are gone for this transaction's reads, and are deleted at commit before its
     /// writes are applied.
@@ -546,6 +577,7 @@ impl<'s> Tx<'s> {
             dkeys: 0,
             dexpires: 0,
             now: now_ms(),
+            lookups: std::cell::Cell::new((0, 0)),
             flushed: None,
             touched: Vec::new(),
             events: Vec::new(),
@@ -930,7 +962,19 @@ impl<'s> Tx<'s> {
 
     /// The metadata of `key` if it exists and has not expired.
     pub(crate) fn meta(&self, key: &[u8]) -> CmdResult<Option<Meta>> {
-        Ok(self.raw_meta(key)?.filter(|m| !m.expired(self.now)))
+        let m = self.raw_meta(key)?.filter(|m| !m.expired(self.now));
+        let (h, mi) = self.lookups.get();
+        self.lookups.set(if m.is_some() {
+            (h + 1, mi)
+        } else {
+            (h, mi + 1)
+        });
+        Ok(m)
+    }
+
+    /// Live and absent keys found by [`Tx::meta`] so far (hits, misses).
+    pub(crate) fn lookups(&self) -> (u64, u64) {
+        self.lookups.get()
     }
 
     /// Like [`Tx::meta`], but a key of another type than `ty` is `WRONGTYPE`.

@@ -108,6 +108,7 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         reply::ok(ctx.out);
     } else if is(sub, "resetstat") && c.len() == 2 {
         ctx.shared.metrics.reset();
+        ctx.shared.store.reset_lookups();
         reply::ok(ctx.out);
     } else if is(sub, "rewrite") && c.len() == 2 {
         crate::replication::config_rewrite(ctx.shared)?;

@@ -631,6 +631,9 @@ pub(crate) fn run_data(
     f(&mut tx, cmd, out)?;
     events::record(&mut tx, spec, cmd);
     let tracking = tx.tracking();
+    if !spec.writes() {
+        store.count_lookups(tx.lookups());
+    }
     if let Err(e) = store.commit(tx) {
         out.buf.truncate(mark);
         return Err(e);
