@@ -1,5 +1,6 @@
 //! Taking members from the ends of sorted sets, and sampling them: ZPOPMIN ZPOPMAX
-//! ZMPOP, their blocking forms BZPOPMIN BZPOPMAX BZMPOP, and ZRANDMEMBER (`keyspace/random.rs`).
+//! ZMPOP, their blocking forms BZPOPMIN BZPOPMAX BZMPOP, and ZRANDMEMBER
+//! (`keyspace/random.rs`).
 //!
 //! A pop reads the first (or last) entries of the score index — one range scan of the
 //! members popped — and deletes both entries of each, with the count, in one batch.
