@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes crates/cascade-server/src/cmd/key_flags.rs: each command's key-spec flags
+"""Writes crates/cascade-server/src/cmd/server/key_flags.rs: each command's key-spec flags
 (what `COMMAND GETKEYSANDFLAGS` answers), read from a Redis source tree's
 src/commands/*.json, the files Redis generates its own command table from.
 
@@ -50,7 +50,7 @@ def main():
         out.append(f'    ("{full}", &[{specs}]),')
     out.append("];")
     out.append("")
-    path = "crates/cascade-server/src/cmd/key_flags.rs"
+    path = "crates/cascade-server/src/cmd/server/key_flags.rs"
     with open(path, "w") as f:
         f.write("\n".join(out))
     print(f"{path}: {len(table)} commands")

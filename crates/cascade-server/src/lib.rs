@@ -19,7 +19,10 @@
 //! - `cluster/` (cluster mode: topology, slots, redirects, migration; at the
 //!   `cmd/` level);
 //! - `info` (INFO and Prometheus text from one metric list), `cmd/` (command table and
-//!   handlers), `scripting/` (Lua scripts and functions on their own thread);
+//!   handlers, by family as Kvrocks's `src/commands/`: `strings/`, `bits/`, `lists/`,
+//!   `zsets/`, `geo/`, `streams/`, `keyspace/`, `server/`, and one file each for
+//!   hashes, sets, `HyperLogLog`, MULTI, pub/sub, scripting and replication),
+//!   `scripting/` (Lua scripts and functions on their own thread);
 //! - `replication/` (the stream and backlog below `store`; replicas, primaries,
 //!   `WAIT` and `INFO replication` beside `cmd/`);
 //! - `worker` (event loops), `http` (Prometheus endpoint), `server` (acceptor, ticker,

@@ -74,8 +74,8 @@ pub(crate) struct Store {
     feed: Feed,
     /// Last-access times (`OBJECT IDLETIME`, `crate::access`).
     access: crate::access::AccessClock,
-    /// MIGRATE's cached connections (`cmd/migrate.rs`).
-    migrate: crate::cmd::migrate::Sockets,
+    /// MIGRATE's cached connections (`cmd/keyspace/migrate.rs`).
+    migrate: crate::cmd::keyspace::migrate::Sockets,
 }
 
 impl std::fmt::Debug for Store {
@@ -107,7 +107,7 @@ impl Store {
             gate: Gate::default(),
             feed: Feed::default(),
             access: crate::access::AccessClock::default(),
-            migrate: crate::cmd::migrate::Sockets::default(),
+            migrate: crate::cmd::keyspace::migrate::Sockets::default(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -225,7 +225,7 @@ impl Store {
     }
 
     /// MIGRATE's cached connections.
-    pub(crate) fn migrate_sockets(&self) -> &crate::cmd::migrate::Sockets {
+    pub(crate) fn migrate_sockets(&self) -> &crate::cmd::keyspace::migrate::Sockets {
         &self.migrate
     }
 

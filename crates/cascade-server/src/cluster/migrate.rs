@@ -41,7 +41,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::keyslot;
 use super::wire::{Conn, Reply};
-use crate::cmd::dump::payload;
+use crate::cmd::keyspace::dump::payload;
 use crate::error::CmdResult;
 use crate::keyspace::{meta_key, prefix_end, Meta, NS_META};
 use crate::shared::Shared;

@@ -347,7 +347,7 @@ fn hincrby(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 }
 
 fn hrandfield(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
-    super::random::random_cmd(tx, c, out, Type::Hash)
+    super::keyspace::random::random_cmd(tx, c, out, Type::Hash)
 }
 
 fn hincrbyfloat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
@@ -371,7 +371,7 @@ fn hincrbyfloat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     if !new.is_finite() {
         return Err(CmdError::err("increment would produce NaN or Infinity"));
     }
-    let text = crate::cmd::strings2::float_text(new);
+    let text = crate::cmd::strings::float_text(new);
     tx.put(fk, text.clone().into_bytes());
     if cur.is_none() {
         let count = old.as_ref().map_or(0, Meta::count) + 1;
@@ -383,7 +383,7 @@ fn hincrbyfloat(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 }
 
 fn hscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    super::scan::collection(ctx, c, Type::Hash)
+    super::keyspace::scan::collection(ctx, c, Type::Hash)
 }
 
 #[cfg(test)]

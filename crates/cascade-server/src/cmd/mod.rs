@@ -17,39 +17,14 @@
 //!
 //! Handlers run on worker threads; the table is immutable and shared.
 
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "every handler has the table's signature, even one that cannot fail"
-)]
-pub(crate) mod admin;
 pub(crate) mod args;
-pub(crate) mod bitfield;
-pub(crate) mod bitops;
-pub(crate) mod client_kill;
-pub(crate) mod command;
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "every handler has the table's signature, even one that cannot fail"
-)]
-pub(crate) mod conn;
-pub(crate) mod databases;
-pub(crate) mod dump;
+pub(crate) mod bits;
 pub(crate) mod events;
-pub(crate) mod expire;
-pub(crate) mod generic;
 pub(crate) mod geo;
-pub(crate) mod geosearch;
 pub(crate) mod hashes;
 pub(crate) mod hyperloglog;
-pub(crate) mod key_flags;
-#[expect(
-    clippy::unnecessary_wraps,
-    reason = "every handler has the table's signature, even one that cannot fail"
-)]
-pub(crate) mod keys;
-pub(crate) mod lcs;
+pub(crate) mod keyspace;
 pub(crate) mod lists;
-pub(crate) mod migrate;
 #[expect(
     clippy::unnecessary_wraps,
     reason = "every handler has the table's signature, even one that cannot fail"
@@ -60,20 +35,13 @@ pub(crate) mod multi;
     reason = "every handler has the table's signature, even one that cannot fail"
 )]
 pub(crate) mod pubsub;
-pub(crate) mod random;
 pub(crate) mod replication;
-pub(crate) mod scan;
 pub(crate) mod scripting;
+pub(crate) mod server;
 pub(crate) mod sets;
-pub(crate) mod sort;
 pub(crate) mod streams;
 pub(crate) mod strings;
-pub(crate) mod strings2;
 pub(crate) mod unsupported;
-pub(crate) mod zpop;
-pub(crate) mod zrange;
-pub(crate) mod zselect;
-pub(crate) mod zsetops;
 pub(crate) mod zsets;
 
 #[cfg(test)]
@@ -290,7 +258,7 @@ impl Keys {
                 let n = (c.len() - at - 1) / 2;
                 return (at + 1..=at + n).map(|i| c.arg(i)).collect();
             }
-            Keys::Migrate => return migrate::keys(c),
+            Keys::Migrate => return keyspace::migrate::keys(c),
             Keys::None | Keys::All => return Vec::new(),
         };
         let n = i64::try_from(c.len()).unwrap_or(i64::MAX);
@@ -378,35 +346,37 @@ pub(crate) const ALLKEYS: Keys = Keys::Range(1, -1, 1);
 /// Every command, from all modules.
 pub(crate) fn table() -> Vec<Spec> {
     let mut t = Vec::new();
-    t.extend_from_slice(strings::SPECS);
-    t.extend_from_slice(strings2::SPECS);
-    t.extend_from_slice(lcs::SPECS);
-    t.extend_from_slice(expire::SPECS);
+    t.extend_from_slice(strings::set::SPECS);
+    t.extend_from_slice(strings::counters::SPECS);
+    t.extend_from_slice(strings::ranges::SPECS);
+    t.extend_from_slice(bits::SPECS);
+    t.extend_from_slice(strings::lcs::SPECS);
+    t.extend_from_slice(keyspace::expire::SPECS);
     t.extend_from_slice(hashes::SPECS);
     t.extend_from_slice(zsets::SPECS);
-    t.extend_from_slice(zrange::SPECS);
-    t.extend_from_slice(zpop::SPECS);
-    t.extend_from_slice(zsetops::SPECS);
+    t.extend_from_slice(zsets::zrange::SPECS);
+    t.extend_from_slice(zsets::zpop::SPECS);
+    t.extend_from_slice(zsets::zsetops::SPECS);
     t.extend_from_slice(sets::SPECS);
     t.extend_from_slice(lists::SPECS);
     t.extend_from_slice(streams::SPECS);
     t.extend_from_slice(multi::SPECS);
     t.extend_from_slice(pubsub::SPECS);
     t.extend_from_slice(scripting::SPECS);
-    t.extend_from_slice(keys::SPECS);
-    t.extend_from_slice(databases::SPECS);
-    t.extend_from_slice(sort::SPECS);
-    t.extend_from_slice(dump::SPECS);
-    t.extend_from_slice(migrate::SPECS);
-    t.extend_from_slice(generic::SPECS);
-    t.extend_from_slice(conn::SPECS);
-    t.extend_from_slice(command::SPECS);
-    t.extend_from_slice(admin::SPECS);
+    t.extend_from_slice(keyspace::keys::SPECS);
+    t.extend_from_slice(server::databases::SPECS);
+    t.extend_from_slice(keyspace::sort::SPECS);
+    t.extend_from_slice(keyspace::dump::SPECS);
+    t.extend_from_slice(keyspace::migrate::SPECS);
+    t.extend_from_slice(keyspace::generic::SPECS);
+    t.extend_from_slice(server::conn::SPECS);
+    t.extend_from_slice(server::command::SPECS);
+    t.extend_from_slice(server::admin::SPECS);
     t.extend_from_slice(hyperloglog::SPECS);
-    t.extend_from_slice(bitops::SPECS);
-    t.extend_from_slice(bitfield::SPECS);
+    t.extend_from_slice(bits::bitops::SPECS);
+    t.extend_from_slice(bits::bitfield::SPECS);
     t.extend_from_slice(geo::SPECS);
-    t.extend_from_slice(geosearch::SPECS);
+    t.extend_from_slice(geo::search::SPECS);
     t.extend_from_slice(replication::SPECS);
     t.extend_from_slice(crate::cluster::commands::SPECS);
     t

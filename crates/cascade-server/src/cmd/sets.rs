@@ -558,7 +558,7 @@ fn sintercard(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
 }
 
 fn sscan(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
-    super::scan::collection(ctx, c, Type::Set)
+    super::keyspace::scan::collection(ctx, c, Type::Set)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The connection's side of client-side caching: its tracking options ([`Local`]) and
 //! the CLIENT subcommands `TRACKING`, `CACHING`, `GETREDIR` and `TRACKINGINFO`, with
-//! Redis 7.0's checks, error texts and reply shapes. `cmd/conn.rs` hands them over
+//! Redis 7.0's checks, error texts and reply shapes. `cmd/server/conn.rs` hands them over
 //! ([`client_command`]).
 //!
 //! [`Local`] is owned by the connection's worker (no lock); the shared side (table,
