@@ -11,7 +11,8 @@
 //!
 //! What a reader hands out (keys, versions) comes from entries it loaded while pinned
 //! to the epoch collector, which keeps them alive until it unpins, even if a writer
-//! replaces them meanwhile.
+//! replaces them meanwhile; versions a writer rewrites in place are copied out whole
+//! through the entry's sequence word (`Entry::with_slot`, [`super::entry`]).
 //!
 //! Thread-safety: `&self` only; see [`super::lock`] for the validation protocol.
 
@@ -107,7 +108,7 @@ impl Olc {
         // SAFETY: loaded from a slot while pinned (module invariants: not retired then),
         // so `g` keeps it alive for `f`.
         let e = unsafe { e?.as_ref() }?;
-        f(&e.slot)
+        e.with_slot(f)
     }
 
     /// The newest version of `key`.
@@ -195,7 +196,7 @@ impl Olc {
                     return None;
                 }
                 visited += 1;
-                if let Some(v) = visible(&e.slot, snap) {
+                if let Some(v) = e.with_slot(|s| visible(s, snap)) {
                     out.push((e.key.to_boxed(), v));
                 }
                 if visited >= max {
@@ -270,7 +271,7 @@ impl Olc {
                     return None;
                 }
                 visited += 1;
-                if let Some(v) = visible(&e.slot, snap) {
+                if let Some(v) = e.with_slot(|s| visible(s, snap)) {
                     out.push((e.key.to_boxed(), v));
                 }
                 if visited >= max {
@@ -312,7 +313,7 @@ impl Olc {
                 // SAFETY: loaded while pinned from a slot of a validated leaf read.
                 if let Some(e) = unsafe { e.as_ref() } {
                     e.key.write_to(&mut key);
-                    f(&key, &e.slot.cur);
+                    e.with_slot(|s| f(&key, &s.cur));
                 }
             }
             drop(g);

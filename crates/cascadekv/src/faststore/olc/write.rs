@@ -208,7 +208,9 @@ impl Olc {
     }
 }
 
-/// Algorithm 1 on the entry at `pos` of the locked `leaf`.
+/// Algorithm 1 on the entry at `pos` of the locked `leaf`: in place where the entry's
+/// fixed-size cell takes the new version (`entry::apply`), else by swapping in a new
+/// entry and retiring the old one.
 fn replace(leaf: &Leaf, pos: usize, v: Version, snaps: &Snapshots, g: &Guard) -> PutOutcome {
     let old = leaf.entries[pos].load(Ordering::Acquire, g);
     // SAFETY: the leaf is locked, so the entry in a slot below `count` is live.
