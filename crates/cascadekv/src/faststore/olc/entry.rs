@@ -390,7 +390,7 @@ mod tests {
             assert_eq!(
                 crate::faststore::node::visible(st, snap).map(|v| v.lsn),
                 Some(9)
-            )
+            );
         });
         s.release(snap);
         // SAFETY: never shared; dropped once.

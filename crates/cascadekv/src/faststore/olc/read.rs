@@ -25,7 +25,7 @@ use super::entry::Entry;
 use super::node::{prefetch_node, Leaf, NodeRef, LEAF_MAX};
 use super::sync::{backoff, Ordering};
 use super::Olc;
-use crate::faststore::ikey::{IKey, Probe};
+use crate::faststore::ikey::{below_lo, bounds_empty, low_reaches, past_hi, IKey, Probe};
 use crate::faststore::node::{visible, SlotState};
 use crate::faststore::version::Version;
 
@@ -343,41 +343,5 @@ impl Olc {
             &mut Vec::new(),
         )
         .is_none()
-    }
-}
-
-/// True if `k` lies above the upper bound `hi`.
-fn past_hi(k: &IKey, hi: Bound<&[u8]>) -> bool {
-    match hi {
-        Bound::Unbounded => false,
-        Bound::Included(h) => k.cmp_probe(&Probe::new(h)) == std::cmp::Ordering::Greater,
-        Bound::Excluded(h) => k.cmp_probe(&Probe::new(h)) != std::cmp::Ordering::Less,
-    }
-}
-
-/// True if `k` lies below the lower bound `lo`.
-fn below_lo(k: &IKey, lo: Bound<&[u8]>) -> bool {
-    match lo {
-        Bound::Unbounded => false,
-        Bound::Included(l) => k.cmp_probe(&Probe::new(l)) == std::cmp::Ordering::Less,
-        Bound::Excluded(l) => k.cmp_probe(&Probe::new(l)) != std::cmp::Ordering::Greater,
-    }
-}
-
-/// True if a leaf whose keys are all `>= low` already covers everything down to `lo`.
-fn low_reaches(low: &[u8], lo: Bound<&[u8]>) -> bool {
-    match lo {
-        Bound::Unbounded => false,
-        Bound::Included(l) | Bound::Excluded(l) => low <= l,
-    }
-}
-
-/// True when no key can lie between `lo` and `hi`.
-pub fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-        _ => false,
     }
 }

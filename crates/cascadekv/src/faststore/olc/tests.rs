@@ -98,7 +98,7 @@ fn model_range(
     hi: Bound<&[u8]>,
     rev: bool,
 ) -> Vec<Vec<u8>> {
-    if super::read::bounds_empty(lo, hi) {
+    if crate::faststore::ikey::bounds_empty(lo, hi) {
         return Vec::new(); // `BTreeMap::range` panics on such bounds
     }
     let r = m.range::<[u8], _>((lo, hi)).map(|(k, _)| k.clone());
@@ -549,7 +549,7 @@ fn update_heavy_mix_reads_whole_versions() {
                     assert!(whole(&v), "torn get: {v:?}");
                     assert!(v.lsn >= last[k as usize], "LSN went back");
                     last[k as usize] = v.lsn;
-                    if n % 16 == 0 {
+                    if n.is_multiple_of(16) {
                         let mut out = Vec::new();
                         let (lo, hi) = (Bound::Unbounded, Bound::Unbounded);
                         i.collect_range(lo, hi, u64::MAX, 64, &mut out);
