@@ -220,7 +220,7 @@ impl Entry {
     }
 
     /// True if the versions are updated in place (tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(super) fn is_fixed(&self) -> bool {
         matches!(self.body, Body::Fixed(_))
     }
