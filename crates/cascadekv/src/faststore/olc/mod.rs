@@ -60,6 +60,17 @@ mod sync {
         #[cfg(not(loom))]
         std::hint::spin_loop();
     }
+
+    /// Runs `attempt` until it succeeds (`None`: a conflict; back off and restart).
+    #[inline]
+    pub(super) fn retry<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
+        loop {
+            if let Some(x) = attempt() {
+                return x;
+            }
+            backoff();
+        }
+    }
 }
 
 /// The optimistic index.
