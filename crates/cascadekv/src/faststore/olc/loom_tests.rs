@@ -19,9 +19,15 @@ use crate::faststore::version::{ver, Val};
 use crate::faststore::PutOutcome;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(1, f);
+}
+
+/// `model` with up to `bound` preemptions per execution (unless `LOOM_MAX_PREEMPTIONS`
+/// says otherwise).
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(1);
+        b.preemption_bound = Some(bound);
     }
     b.check(f);
 }
@@ -167,7 +173,7 @@ fn racing_lsns_newest_wins() {
 /// covers that race.)
 #[test]
 fn in_place_update_against_a_split_and_a_reader() {
-    model(|| {
+    model_bounded(2, || {
         let s = Snapshots::default();
         let i = Arc::new(Olc::new());
         i.put_validate(b"b", ver(1, 1, b"b"), &s);
