@@ -125,6 +125,50 @@ impl Index for SkipList {
     }
 }
 
+/// Implements [`Index`] for a wrapper whose `.0` has the engine index's method names
+/// (`put_validate`, `get`, `collect_range`) and whose `.1` is its `Snapshots`: [`Own`]
+/// (with `settle`) and [`Alone`] over either tree. Values are stored inline.
+macro_rules! cascade_index {
+    ($t:ty $(, $settle:expr)?) => {
+        impl Index for $t {
+            fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
+                let v = cascadekv::internals::Version {
+                    lsn,
+                    epoch: 1,
+                    val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
+                };
+                self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
+            }
+
+            fn get(&self, key: &[u8]) -> Option<u64> {
+                let v = self.0.get(key)?;
+                let b = v.val.inline_bytes()?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b.get(..8)?);
+                Some(u64::from_le_bytes(a))
+            }
+
+            fn scan(&self, start: &[u8], n: usize) -> usize {
+                let mut out = Vec::with_capacity(n);
+                self.0.collect_range(
+                    Bound::Included(start),
+                    Bound::Unbounded,
+                    u64::MAX,
+                    n,
+                    &mut out,
+                );
+                black_box(&out);
+                out.len()
+            }
+
+            $(fn settle(&self) {
+                let f: fn(&Self) = $settle;
+                f(self);
+            })?
+        }
+    };
+}
+
 /// (e) CascadeKV's `Index` in its hybrid form (HiKV): a partitioned hash index beside
 /// the optimistic B+-tree, which backend threads update from per-writer queues.
 struct Own(
@@ -132,41 +176,7 @@ struct Own(
     Arc<cascadekv::internals::Snapshots>,
 );
 
-impl Index for Own {
-    fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
-        let v = cascadekv::internals::Version {
-            lsn,
-            epoch: 1,
-            val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
-        };
-        self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
-    }
-
-    fn get(&self, key: &[u8]) -> Option<u64> {
-        let v = self.0.get(key)?;
-        let b = v.val.inline_bytes()?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b.get(..8)?);
-        Some(u64::from_le_bytes(a))
-    }
-
-    fn scan(&self, start: &[u8], n: usize) -> usize {
-        let mut out = Vec::with_capacity(n);
-        self.0.collect_range(
-            Bound::Included(start),
-            Bound::Unbounded,
-            u64::MAX,
-            n,
-            &mut out,
-        );
-        black_box(&out);
-        out.len()
-    }
-
-    fn settle(&self) {
-        self.0.wait_for_updates();
-    }
-}
+cascade_index!(Own, |o: &Own| o.0.wait_for_updates());
 
 /// (f) the `masstree` crate (Masstree: a trie of B+-trees over 8-byte key slices,
 /// optimistic version-validated reads that write nothing, epoch reclamation). Boxed
@@ -515,44 +525,8 @@ fn parse_args() -> Args {
 /// pointer), each on its own. Values are stored inline.
 struct Alone<T>(T, cascadekv::internals::Snapshots);
 
-/// Implements [`Index`] for [`Alone`] over one of the two trees (same method names).
-macro_rules! alone {
-    ($t:ty) => {
-        impl Index for Alone<$t> {
-            fn put_validate(&self, key: &[u8], lsn: u64, value: u64) -> bool {
-                let v = cascadekv::internals::Version {
-                    lsn,
-                    epoch: 1,
-                    val: cascadekv::internals::Val::inline(&value.to_le_bytes()),
-                };
-                self.0.put_validate(key, v, &self.1) == cascadekv::internals::PutOutcome::Replaced
-            }
-
-            fn get(&self, key: &[u8]) -> Option<u64> {
-                let v = self.0.get(key)?;
-                let b = v.val.inline_bytes()?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b.get(..8)?);
-                Some(u64::from_le_bytes(a))
-            }
-
-            fn scan(&self, start: &[u8], n: usize) -> usize {
-                let mut out = Vec::with_capacity(n);
-                self.0.collect_range(
-                    Bound::Included(start),
-                    Bound::Unbounded,
-                    u64::MAX,
-                    n,
-                    &mut out,
-                );
-                black_box(&out);
-                out.len()
-            }
-        }
-    };
-}
-alone!(cascadekv::internals::Olc);
-alone!(cascadekv::internals::BLinkTree);
+cascade_index!(Alone<cascadekv::internals::Olc>);
+cascade_index!(Alone<cascadekv::internals::BLinkTree>);
 
 /// Runs every candidate on 8-byte and 24-byte keys and prints a markdown table.
 fn main() {

@@ -11,6 +11,7 @@
 //! breaks the tie between short keys.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 
 /// An owned key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +164,44 @@ impl IKey {
     /// Heap bytes beyond the struct itself.
     pub fn heap_bytes(&self) -> usize {
         self.tail.as_ref().map_or(0, |t| t.len().div_ceil(16) * 16)
+    }
+}
+
+// Range bounds against keys, shared by the ordered indexes' scans.
+
+/// True if `k` lies above the upper bound `hi`.
+pub(crate) fn past_hi(k: &IKey, hi: Bound<&[u8]>) -> bool {
+    match hi {
+        Bound::Unbounded => false,
+        Bound::Included(h) => k.cmp_probe(&Probe::new(h)) == Ordering::Greater,
+        Bound::Excluded(h) => k.cmp_probe(&Probe::new(h)) != Ordering::Less,
+    }
+}
+
+/// True if `k` lies below the lower bound `lo`.
+pub(crate) fn below_lo(k: &IKey, lo: Bound<&[u8]>) -> bool {
+    match lo {
+        Bound::Unbounded => false,
+        Bound::Included(l) => k.cmp_probe(&Probe::new(l)) == Ordering::Less,
+        Bound::Excluded(l) => k.cmp_probe(&Probe::new(l)) != Ordering::Greater,
+    }
+}
+
+/// True if a leaf whose keys are all `>= low` already covers everything down to `lo`.
+pub(crate) fn low_reaches(low: &[u8], lo: Bound<&[u8]>) -> bool {
+    match lo {
+        Bound::Unbounded => false,
+        Bound::Included(l) | Bound::Excluded(l) => low <= l,
+    }
+}
+
+/// True when no key can lie between `lo` and `hi`.
+pub(crate) fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+        _ => false,
     }
 }
 

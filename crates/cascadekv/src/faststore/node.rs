@@ -331,13 +331,6 @@ impl InnerNode {
             .partition_point(|s| s.cmp_probe(p) != std::cmp::Ordering::Greater)
     }
 
-    /// Number of separators strictly below `p`: the child holding the keys just
-    /// below `p`.
-    pub(super) fn child_below(&self, p: &Probe<'_>) -> usize {
-        self.seps
-            .partition_point(|s| s.cmp_probe(p) == std::cmp::Ordering::Less)
-    }
-
     pub(super) fn child_for_key(&self, k: &IKey) -> usize {
         self.seps
             .partition_point(|s| s.cmp_key(k) != std::cmp::Ordering::Greater)

@@ -1,6 +1,10 @@
 //! The concurrent ordered DRAM index of a FastStore: a B-link tree with FluidKV's LSN
 //! validation (§5.1, Algorithm 1 `PutValidate`).
 //!
+//! No longer the engine's index (that is [`super::olc`]): it remains as the baseline of
+//! `index_candidates` (`internals::BLinkTree`), so it keeps only what that benchmark
+//! calls — put, get, forward ranges — and the walks its tests use.
+//!
 //! Structure. Leaves hold up to [`LEAF_CAP`] sorted entries — key prefixes in their
 //! own array (binary search touches a few cache lines), keys ([`IKey`]) and versions —
 //! behind one `RwLock` per leaf. Each leaf knows its exclusive upper bound (`high`) and
@@ -27,10 +31,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 
-use super::ikey::{IKey, Probe};
+use super::ikey::{bounds_empty, past_hi, IKey, Probe};
 use super::node::{
-    first_leaf, slot_no, update, visible, Entry, InnerNode, Leaf, LeafNode, Node, SlotState,
-    INNER_CAP, LEAF_CAP,
+    first_leaf, update, visible, InnerNode, Leaf, LeafNode, Node, SlotState, INNER_CAP, LEAF_CAP,
 };
 use super::version::Version;
 use crate::epoch::Snapshots;
@@ -56,14 +59,6 @@ pub struct Tree {
 impl Default for Tree {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-fn past_hi(k: &IKey, hi: Bound<&[u8]>) -> bool {
-    match hi {
-        Bound::Unbounded => false,
-        Bound::Included(h) => k.cmp_probe(&Probe::new(h)) == std::cmp::Ordering::Greater,
-        Bound::Excluded(h) => k.cmp_probe(&Probe::new(h)) != std::cmp::Ordering::Less,
     }
 }
 
@@ -269,75 +264,9 @@ impl Tree {
         drop(smo);
     }
 
-    /// Builds the tree bottom-up from `entries`, which must be sorted by key with no
-    /// duplicates (recovery sorts the replayed records). Leaves are filled to 3/4 so
-    /// that early inserts do not split at once. Replaces the contents of the index;
-    /// call it before the index is shared.
-    pub fn bulk_load(&self, entries: impl IntoIterator<Item = (IKey, Version)>) {
-        let fill = LEAF_CAP * 3 / 4;
-        let mut leaves: Vec<Leaf> = Vec::new();
-        let mut cur = Leaf::empty();
-        for (key, v) in entries {
-            if cur.len == fill {
-                leaves.push(std::mem::replace(&mut cur, Leaf::empty()));
-            }
-            let n = cur.len;
-            cur.order[n] = slot_no(n);
-            cur.entries.push(Entry {
-                key,
-                slot: SlotState {
-                    cur: v,
-                    older: None,
-                },
-            });
-            cur.len += 1;
-        }
-        leaves.push(cur);
-        // Link right to left so each leaf can point at its successor.
-        let mut level: Vec<(Option<IKey>, Node)> = Vec::with_capacity(leaves.len());
-        let mut next: Option<(IKey, Arc<LeafNode>)> = None;
-        for mut leaf in leaves.into_iter().rev() {
-            leaf.reslice();
-            if let Some((low, node)) = next.take() {
-                leaf.high = Some(low);
-                leaf.next = Some(node);
-            }
-            let low = leaf.entries.first().map(|e| e.key.clone());
-            let node = Arc::new(RwLock::new(leaf));
-            if let Some(l) = &low {
-                next = Some((l.clone(), node.clone()));
-            }
-            level.push((low, Node::Leaf(node)));
-        }
-        level.reverse();
-        // Inner levels: groups of up to 3/4 of INNER_CAP children.
-        let per = INNER_CAP * 3 / 4;
-        while level.len() > 1 {
-            let mut up = Vec::with_capacity(level.len() / per + 1);
-            let mut it = level.into_iter().peekable();
-            while it.peek().is_some() {
-                let group: Vec<(Option<IKey>, Node)> = it.by_ref().take(per).collect();
-                let low = group.first().and_then(|g| g.0.clone());
-                let seps: Vec<IKey> = group.iter().skip(1).filter_map(|g| g.0.clone()).collect();
-                let kids: Vec<Node> = group.into_iter().map(|g| g.1).collect();
-                up.push((low, Node::Inner(Arc::new(InnerNode::new(seps, kids)))));
-            }
-            level = up;
-        }
-        if let Some((_, root)) = level.pop() {
-            self.root.store(Arc::new(root));
-        }
-    }
-
     /// The newest version of `key`.
     pub fn get(&self, key: &[u8]) -> Option<Version> {
         self.read_key(key, |s| Some(s.cur.clone()))
-    }
-
-    /// The newest version of `key` visible to snapshot `snap` (epoch `<= snap`).
-    #[cfg(test)]
-    pub fn get_at(&self, key: &[u8], snap: u64) -> Option<Version> {
-        self.read_key(key, |s| super::node::visible(s, snap))
     }
 
     /// Calls `f` with `key`'s versions while its leaf is read-locked.
@@ -420,117 +349,6 @@ impl Tree {
         }
     }
 
-    /// The leaf holding the largest keys inside `hi` (`Included`: `<= k`, `Excluded`:
-    /// `< k`) according to the current root, and the smallest key of that leaf's range
-    /// when it was reached (`None` for the leftmost leaf). A leaf's lower bound never
-    /// changes (a split moves its upper half right), so every key of the index below
-    /// that bound lies in leaves further left.
-    fn leaf_below(&self, hi: Bound<&[u8]>) -> (Arc<LeafNode>, Option<IKey>) {
-        let root = self.root.load();
-        let mut n: &Node = &root;
-        let mut low: Option<IKey> = None;
-        loop {
-            match n {
-                Node::Leaf(l) => return (l.clone(), low),
-                Node::Inner(i) => {
-                    let c = match hi {
-                        Bound::Unbounded => i.seps.len(),
-                        Bound::Included(k) => i.child_for(&Probe::new(k)),
-                        Bound::Excluded(k) => i.child_below(&Probe::new(k)),
-                    };
-                    if let Some(s) = c.checked_sub(1).and_then(|j| i.seps.get(j)) {
-                        low = Some(s.clone());
-                    }
-                    match i.kid(c) {
-                        Some(k) => n = k,
-                        None => return (first_leaf(i), None),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Like [`Tree::collect_range`] in descending key order: visits up to `max`
-    /// entries in `(lo, hi)` from the top, appending each with its version at `snap`;
-    /// returns the last (smallest) key visited if it stopped because `max` was reached.
-    ///
-    /// Leaves link only rightwards, so each step finds the leaf below the current upper
-    /// bound from the root, reads that leaf and any right siblings a split left below
-    /// the bound (B-link rule), and hands their keys out backwards; the next step's
-    /// upper bound is that leaf's lower bound.
-    pub fn collect_range_rev(
-        &self,
-        lo: Bound<&[u8]>,
-        hi: Bound<&[u8]>,
-        snap: u64,
-        max: usize,
-        out: &mut Vec<(Box<[u8]>, Version)>,
-    ) -> Option<Box<[u8]>> {
-        if bounds_empty(lo, hi) {
-            return None;
-        }
-        let mut visited = 0;
-        let mut upper: Option<IKey> = None; // later steps: strictly below this key
-        loop {
-            let (ub, inclusive): (Option<Box<[u8]>>, bool) = match (&upper, hi) {
-                (Some(u), _) => (Some(u.to_boxed()), false),
-                (None, Bound::Included(k)) => (Some(k.into()), true),
-                (None, Bound::Excluded(k)) => (Some(k.into()), false),
-                (None, Bound::Unbounded) => (None, false),
-            };
-            let below = |k: &IKey| match &ub {
-                None => true,
-                Some(u) => match k.cmp_probe(&Probe::new(u)) {
-                    std::cmp::Ordering::Less => true,
-                    std::cmp::Ordering::Equal => inclusive,
-                    std::cmp::Ordering::Greater => false,
-                },
-            };
-            let bound_now = match (&ub, inclusive) {
-                (None, _) => Bound::Unbounded,
-                (Some(u), true) => Bound::Included(&u[..]),
-                (Some(u), false) => Bound::Excluded(&u[..]),
-            };
-            let (leaf, low) = self.leaf_below(bound_now);
-            // Keys of this leaf and its right siblings inside [lo, upper bound).
-            let mut step: Vec<(Box<[u8]>, Option<Version>)> = Vec::new();
-            let mut cur = Some(leaf);
-            'walk: while let Some(l) = cur {
-                let g = l.read();
-                for pos in g.lower(lo)..g.len() {
-                    let en = &g.entries[g.at(pos)];
-                    if !below(&en.key) {
-                        break 'walk;
-                    }
-                    step.push((en.key.to_boxed(), visible(&en.slot, snap)));
-                }
-                let next = g.next.clone();
-                cur = next;
-            }
-            for (k, v) in step.into_iter().rev() {
-                visited += 1;
-                if let Some(v) = v {
-                    out.push((k.clone(), v));
-                }
-                if visited >= max {
-                    return Some(k);
-                }
-            }
-            // Continue left of this leaf unless it already reaches below `lo`.
-            let low = low?;
-            let done = match lo {
-                Bound::Unbounded => false,
-                Bound::Included(l) | Bound::Excluded(l) => {
-                    low.cmp_probe(&Probe::new(l)) != std::cmp::Ordering::Greater
-                }
-            };
-            if done {
-                return None;
-            }
-            upper = Some(low);
-        }
-    }
-
     /// Visits every key with its newest version, in key order.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &Version)) {
         let mut cur = Some(self.leaf_for(None));
@@ -546,43 +364,12 @@ impl Tree {
     }
 }
 
-/// True when no key can lie between `lo` and `hi`.
-pub fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coding::usize_from;
-    use crate::faststore::version::Val;
     use std::collections::BTreeMap;
 
     use crate::faststore::version::ver;
-
-    #[test]
-    fn newest_lsn_wins_in_any_arrival_order() {
-        let s = Snapshots::default();
-        let i = Tree::new();
-        assert_eq!(
-            i.put_validate(b"k", ver(5, 1, b"five"), &s),
-            PutOutcome::Inserted
-        );
-        assert_eq!(
-            i.put_validate(b"k", ver(3, 1, b"three"), &s),
-            PutOutcome::Stale
-        );
-        assert_eq!(
-            i.put_validate(b"k", ver(9, 1, b"nine"), &s),
-            PutOutcome::Replaced
-        );
-        assert_eq!(i.get(b"k").map(|v| v.lsn), Some(9));
-    }
 
     #[test]
     fn many_keys_split_into_a_deep_tree_and_stay_ordered() {
@@ -637,42 +424,6 @@ mod tests {
             out.into_iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(),
             want
         );
-        // The same ranges downwards, in batches, for each kind of bound.
-        let bound = |b: &Bound<Vec<u8>>| match b {
-            Bound::Included(k) => Bound::Included(k.clone()),
-            Bound::Excluded(k) => Bound::Excluded(k.clone()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        for (lo_b, hi_b) in [
-            (Bound::Included(lo.clone()), Bound::Excluded(hi.clone())),
-            (Bound::Excluded(lo.clone()), Bound::Included(hi.clone())),
-            (Bound::Unbounded, Bound::Unbounded),
-            (Bound::Unbounded, Bound::Included(lo.clone())),
-        ] {
-            let mut got: Vec<Vec<u8>> = Vec::new();
-            let mut upper = bound(&hi_b);
-            loop {
-                let mut out = Vec::new();
-                let last = i.collect_range_rev(
-                    lo_b.as_ref().map(Vec::as_slice),
-                    upper.as_ref().map(Vec::as_slice),
-                    u64::MAX,
-                    257,
-                    &mut out,
-                );
-                got.extend(out.into_iter().map(|(k, _)| k.to_vec()));
-                match last {
-                    Some(l) => upper = Bound::Excluded(l.to_vec()),
-                    None => break,
-                }
-            }
-            let want: Vec<Vec<u8>> = model
-                .range::<Vec<u8>, _>((bound(&lo_b), bound(&hi_b)))
-                .rev()
-                .map(|(k, _)| k.clone())
-                .collect();
-            assert_eq!(got, want, "{lo_b:?}..{hi_b:?}");
-        }
     }
 
     #[test]
@@ -767,40 +518,6 @@ mod tests {
     }
 
     #[test]
-    fn bulk_load_then_insert_and_scan() {
-        let s = Snapshots::default();
-        for n in [0u64, 1, 47, 48, 49, 5000, 40_000] {
-            let i = Tree::new();
-            let keys: Vec<Vec<u8>> = (0..n)
-                .map(|j| format!("k{:08}", j * 2).into_bytes())
-                .collect();
-            i.bulk_load(
-                keys.iter()
-                    .enumerate()
-                    .map(|(j, k)| (IKey::new(k), ver(j as u64 + 1, 0, b"v"))),
-            );
-            assert_eq!(i.len(), usize_from(n));
-            for (j, k) in keys.iter().enumerate().step_by(7) {
-                assert_eq!(i.get(k).map(|v| v.lsn), Some(j as u64 + 1));
-            }
-            // Odd keys go between the loaded ones and split the full leaves.
-            for j in 0..n.min(3000) {
-                let k = format!("k{:08}", j * 2 + 1).into_bytes();
-                assert_eq!(
-                    i.put_validate(&k, ver(1, 1, b"x"), &s),
-                    PutOutcome::Inserted
-                );
-            }
-            let mut all = Vec::new();
-            i.for_each(|k, _| all.push(k.to_vec()));
-            let mut want: Vec<Vec<u8>> = keys.clone();
-            want.extend((0..n.min(3000)).map(|j| format!("k{:08}", j * 2 + 1).into_bytes()));
-            want.sort();
-            assert_eq!(all, want, "n = {n}");
-        }
-    }
-
-    #[test]
     fn racing_writers_and_readers_with_splits() {
         // 50 000 keys: hundreds of leaf splits and inner-node splits while the
         // threads race.
@@ -839,24 +556,5 @@ mod tests {
                 "key {k}"
             );
         }
-    }
-
-    #[test]
-    fn snapshots_keep_the_versions_they_see() {
-        let s = Snapshots::default();
-        let i = Tree::new();
-        i.put_validate(b"a", ver(1, s.write_epoch(), b"old"), &s);
-        let snap = s.acquire();
-        i.put_validate(b"a", ver(2, s.write_epoch(), b"new"), &s);
-        i.put_validate(b"b", ver(3, s.write_epoch(), b"born later"), &s);
-        assert_eq!(
-            i.get_at(b"a", snap).map(|v| v.val),
-            Some(Val::inline(b"old"))
-        );
-        assert_eq!(i.get_at(b"b", snap), None);
-        assert_eq!(i.get(b"a").map(|v| v.val), Some(Val::inline(b"new")));
-        s.release(snap);
-        i.put_validate(b"a", ver(4, s.write_epoch(), b"newest"), &s);
-        assert_eq!(i.get_at(b"a", snap).map(|v| v.lsn), None);
     }
 }

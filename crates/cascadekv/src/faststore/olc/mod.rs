@@ -11,8 +11,11 @@
 //! the version it read. Splits happen in place (the left half stays, a new right node
 //! takes the upper half, the parent gets one separator): nothing is copied along the
 //! path, and a full inner node is split on the way down so a parent always has room.
-//! Entries (key + versions) sit behind one pointer from their leaf and are immutable:
-//! a put publishes a new entry, and the replaced one is reclaimed through
+//! Entries (key + versions) sit behind one pointer from their leaf. A put that replaces
+//! a fixed-size version (tombstone, ≤ 16 B inline value, log address) with a newer LSN
+//! rewrites the entry's words in place under the leaf's lock (a seqlock per entry:
+//! readers copy the version whole or retry; no allocation, nothing retired); any other
+//! change publishes a new entry, and the replaced one is reclaimed through
 //! `crossbeam-epoch` ([`entry`]). Keys of any length up to `MAX_KEY_LEN`: nodes compare
 //! 8-byte slices after a per-node shared prefix, and full keys (held by entries and
 //! separators) only when slices tie ([`node`]).
@@ -56,6 +59,17 @@ mod sync {
         ::loom::thread::yield_now();
         #[cfg(not(loom))]
         std::hint::spin_loop();
+    }
+
+    /// Runs `attempt` until it succeeds (`None`: a conflict; back off and restart).
+    #[inline]
+    pub(super) fn retry<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
+        loop {
+            if let Some(x) = attempt() {
+                return x;
+            }
+            backoff();
+        }
     }
 }
 

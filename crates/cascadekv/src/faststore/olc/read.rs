@@ -11,7 +11,8 @@
 //!
 //! What a reader hands out (keys, versions) comes from entries it loaded while pinned
 //! to the epoch collector, which keeps them alive until it unpins, even if a writer
-//! replaces them meanwhile.
+//! replaces them meanwhile; versions a writer rewrites in place are copied out whole
+//! through the entry's sequence word (`Entry::with_slot`, [`super::entry`]).
 //!
 //! Thread-safety: `&self` only; see [`super::lock`] for the validation protocol.
 
@@ -22,9 +23,9 @@ use crossbeam_epoch::{self as epoch, Guard, Shared};
 use super::entry::prefetch_entry;
 use super::entry::Entry;
 use super::node::{prefetch_node, Leaf, NodeRef, LEAF_MAX};
-use super::sync::{backoff, Ordering};
+use super::sync::{retry, Ordering};
 use super::Olc;
-use crate::faststore::ikey::{IKey, Probe};
+use crate::faststore::ikey::{below_lo, bounds_empty, low_reaches, past_hi, IKey, Probe};
 use crate::faststore::node::{visible, SlotState};
 use crate::faststore::version::Version;
 
@@ -98,16 +99,11 @@ impl Olc {
     ) -> Option<R> {
         let p = Probe::new(key);
         let g = epoch::pin();
-        let e = loop {
-            if let Some(e) = self.try_find(&p, &g) {
-                break e;
-            }
-            backoff();
-        };
+        let e = retry(|| self.try_find(&p, &g));
         // SAFETY: loaded from a slot while pinned (module invariants: not retired then),
         // so `g` keeps it alive for `f`.
         let e = unsafe { e?.as_ref() }?;
-        f(&e.slot)
+        e.with_slot(f)
     }
 
     /// The newest version of `key`.
@@ -145,6 +141,15 @@ impl Olc {
         leaf.h.lock.check(ver).then_some((s, next))
     }
 
+    /// Reads all of `leaf` consistently (retrying while writers change it); with its
+    /// right sibling.
+    fn read_whole<'g>(leaf: &Leaf, g: &'g Guard) -> (Snap<'g>, *mut Leaf) {
+        retry(|| {
+            let ver = leaf.h.lock.read()?;
+            Self::read_leaf(leaf, ver, |_| Some(0), g)
+        })
+    }
+
     /// Visits up to `max` entries in `(lo, hi)` in key order, appending each with the
     /// version it has at snapshot `snap` (keys with none are skipped but count as
     /// visited). Returns the last key visited if it stopped because `max` was reached.
@@ -165,11 +170,11 @@ impl Olc {
             Bound::Unbounded => None,
         };
         // The first leaf: from the root, positioned at `lo`.
-        let (mut snap_leaf, mut next) = loop {
-            let t = lo_p
-                .as_ref()
-                .map_or(Target::First, |p| Target::Key(p, true));
-            let got = self.descend(t).and_then(|(leaf, ver, _)| {
+        let t = lo_p
+            .as_ref()
+            .map_or(Target::First, |p| Target::Key(p, true));
+        let (mut snap_leaf, mut next) = retry(|| {
+            self.descend(t).and_then(|(leaf, ver, _)| {
                 let from = |n| match &lo_p {
                     None => Some(0),
                     Some(p) => match leaf.find(p, n, &g)? {
@@ -178,12 +183,8 @@ impl Olc {
                     },
                 };
                 Self::read_leaf(leaf, ver, from, &g)
-            });
-            match got {
-                Some(x) => break x,
-                None => backoff(),
-            }
-        };
+            })
+        });
         let mut visited = 0;
         loop {
             for e in &snap_leaf.entries[..snap_leaf.n] {
@@ -195,7 +196,7 @@ impl Olc {
                     return None;
                 }
                 visited += 1;
-                if let Some(v) = visible(&e.slot, snap) {
+                if let Some(v) = e.with_slot(|s| visible(s, snap)) {
                     out.push((e.key.to_boxed(), v));
                 }
                 if visited >= max {
@@ -204,17 +205,7 @@ impl Olc {
             }
             // SAFETY: leaves are freed only by `Drop`.
             let leaf = unsafe { next.as_ref() }?;
-            (snap_leaf, next) = loop {
-                let got = leaf
-                    .h
-                    .lock
-                    .read()
-                    .and_then(|ver| Self::read_leaf(leaf, ver, |_| Some(0), &g));
-                match got {
-                    Some(x) => break x,
-                    None => backoff(),
-                }
-            };
+            (snap_leaf, next) = Self::read_whole(leaf, &g);
         }
     }
 
@@ -248,16 +239,12 @@ impl Olc {
                 (Some(p), _) => Target::Key(p, false),
                 (None, _) => Target::Last,
             };
-            let (snap_leaf, low) = loop {
-                let got = self.descend(t).and_then(|(leaf, ver, low)| {
+            let (snap_leaf, low) = retry(|| {
+                self.descend(t).and_then(|(leaf, ver, low)| {
                     let low = low.map(IKey::to_boxed);
                     Self::read_leaf(leaf, ver, |_| Some(0), &g).map(|(s, _)| (s, low))
-                });
-                match got {
-                    Some(x) => break x,
-                    None => backoff(),
-                }
-            };
+                })
+            });
             for e in snap_leaf.entries[..snap_leaf.n].iter().rev() {
                 // SAFETY: loaded while pinned from a slot of a validated leaf read.
                 let Some(e) = (unsafe { e.as_ref() }) else {
@@ -270,7 +257,7 @@ impl Olc {
                     return None;
                 }
                 visited += 1;
-                if let Some(v) = visible(&e.slot, snap) {
+                if let Some(v) = e.with_slot(|s| visible(s, snap)) {
                     out.push((e.key.to_boxed(), v));
                 }
                 if visited >= max {
@@ -289,30 +276,15 @@ impl Olc {
     /// time, so a long walk does not hold back reclamation).
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &Version)) {
         let mut key = Vec::new();
-        let mut leaf = loop {
-            if let Some((l, _, _)) = self.descend(Target::First) {
-                break l;
-            }
-            backoff();
-        };
+        let mut leaf = retry(|| self.descend(Target::First)).0;
         loop {
             let g = epoch::pin();
-            let (s, next) = loop {
-                let got = leaf
-                    .h
-                    .lock
-                    .read()
-                    .and_then(|ver| Self::read_leaf(leaf, ver, |_| Some(0), &g));
-                match got {
-                    Some(x) => break x,
-                    None => backoff(),
-                }
-            };
+            let (s, next) = Self::read_whole(leaf, &g);
             for e in &s.entries[..s.n] {
                 // SAFETY: loaded while pinned from a slot of a validated leaf read.
                 if let Some(e) = unsafe { e.as_ref() } {
                     e.key.write_to(&mut key);
-                    f(&key, &e.slot.cur);
+                    e.with_slot(|s| f(&key, &s.cur));
                 }
             }
             drop(g);
@@ -342,41 +314,5 @@ impl Olc {
             &mut Vec::new(),
         )
         .is_none()
-    }
-}
-
-/// True if `k` lies above the upper bound `hi`.
-fn past_hi(k: &IKey, hi: Bound<&[u8]>) -> bool {
-    match hi {
-        Bound::Unbounded => false,
-        Bound::Included(h) => k.cmp_probe(&Probe::new(h)) == std::cmp::Ordering::Greater,
-        Bound::Excluded(h) => k.cmp_probe(&Probe::new(h)) != std::cmp::Ordering::Less,
-    }
-}
-
-/// True if `k` lies below the lower bound `lo`.
-fn below_lo(k: &IKey, lo: Bound<&[u8]>) -> bool {
-    match lo {
-        Bound::Unbounded => false,
-        Bound::Included(l) => k.cmp_probe(&Probe::new(l)) == std::cmp::Ordering::Less,
-        Bound::Excluded(l) => k.cmp_probe(&Probe::new(l)) != std::cmp::Ordering::Greater,
-    }
-}
-
-/// True if a leaf whose keys are all `>= low` already covers everything down to `lo`.
-fn low_reaches(low: &[u8], lo: Bound<&[u8]>) -> bool {
-    match lo {
-        Bound::Unbounded => false,
-        Bound::Included(l) | Bound::Excluded(l) => low <= l,
-    }
-}
-
-/// True when no key can lie between `lo` and `hi`.
-pub fn bounds_empty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-        _ => false,
     }
 }

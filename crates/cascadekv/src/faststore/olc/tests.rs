@@ -31,6 +31,29 @@ fn heap_ver(lsn: u64) -> Version {
     }
 }
 
+/// A version whose value is a function of its LSN, of every kind the index stores:
+/// heap (a new entry per put), ≤ 16 B inline and log address (rewritten in place), and
+/// tombstones. [`whole`] checks a read version against it, so a torn in-place read (one
+/// put's LSN with another's value) fails.
+fn mixed_ver(lsn: u64) -> Version {
+    let val = match lsn % 5 {
+        0 => return heap_ver(lsn),
+        1 => Val::inline(&[lsn.to_le_bytes(), (!lsn).to_le_bytes()].concat()),
+        2 => Val::Addr(crate::value::ValuePtr {
+            addr: lsn.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            len: lsn as u32,
+        }),
+        3 => Val::inline(&lsn.to_be_bytes()[..(lsn % 8) as usize]),
+        _ => Val::Tomb,
+    };
+    Version { lsn, epoch: 1, val }
+}
+
+/// True if `v` is exactly the version [`mixed_ver`] makes for its LSN.
+fn whole(v: &Version) -> bool {
+    *v == mixed_ver(v.lsn)
+}
+
 fn all(i: &Olc) -> Vec<(Vec<u8>, u64)> {
     let mut out = Vec::new();
     i.for_each(|k, v| out.push((k.to_vec(), v.lsn)));
@@ -75,7 +98,7 @@ fn model_range(
     hi: Bound<&[u8]>,
     rev: bool,
 ) -> Vec<Vec<u8>> {
-    if super::read::bounds_empty(lo, hi) {
+    if crate::faststore::ikey::bounds_empty(lo, hi) {
         return Vec::new(); // `BTreeMap::range` panics on such bounds
     }
     let r = m.range::<[u8], _>((lo, hi)).map(|(k, _)| k.clone());
@@ -286,7 +309,7 @@ proptest! {
                         Some(&old) if old < l => PutOutcome::Replaced,
                         Some(_) => PutOutcome::Stale,
                     };
-                    prop_assert_eq!(i.put_validate(&k, heap_ver(l), &s), want);
+                    prop_assert_eq!(i.put_validate(&k, mixed_ver(l), &s), want);
                     if want != PutOutcome::Stale {
                         m.insert(k, l);
                     }
@@ -344,17 +367,17 @@ fn racing_threads_on_tiny_nodes_match_the_model() {
                             assert_eq!(i.remove(&kb), m.remove(&kb).is_some());
                             assert_eq!(i.get(&kb), None);
                         } else {
-                            let out = i.put_validate(&kb, heap_ver(l), &s);
+                            let out = i.put_validate(&kb, mixed_ver(l), &s);
                             assert_eq!(
                                 out == PutOutcome::Inserted,
                                 m.insert(kb.clone(), l).is_none()
                             );
-                            assert_eq!(i.get(&kb).map(|v| v.lsn), Some(l));
+                            assert_eq!(i.get(&kb), Some(mixed_ver(l)));
                         }
-                        // A shared key: the newest LSN wins.
+                        // A shared key: the newest LSN wins, read whole.
                         let sk = key(KEYS + n % 4);
-                        i.put_validate(&sk, heap_ver(l), &s);
-                        assert!(i.get(&sk).is_some_and(|v| v.lsn >= l));
+                        i.put_validate(&sk, mixed_ver(l), &s);
+                        assert!(i.get(&sk).is_some_and(|v| v.lsn >= l && whole(&v)));
                         if n % 64 == 0 {
                             // Someone else's key: any answer, but no crash; a scan in
                             // order without duplicates, both directions.
@@ -379,6 +402,7 @@ fn racing_threads_on_tiny_nodes_match_the_model() {
                                     &mut out,
                                 );
                             }
+                            assert!(out.iter().all(|(_, v)| whole(v)), "torn scan");
                             let ks: Vec<&[u8]> = out.iter().map(|(k, _)| &k[..]).collect();
                             assert!(
                                 ks.windows(2)
@@ -425,7 +449,7 @@ fn racing_writers_keep_the_newest_lsn() {
             sc.spawn(move || {
                 for n in 0..PUTS {
                     let k = (n % 97).to_be_bytes();
-                    i.put_validate(&k, heap_ver(n * THREADS + t + 1), &s);
+                    i.put_validate(&k, mixed_ver(n * THREADS + t + 1), &s);
                 }
             });
         }
@@ -450,7 +474,7 @@ fn bulk_load_racing_puts_stays_sound() {
             let (s, i) = (s.clone(), i.clone());
             sc.spawn(move || {
                 for n in 0..2_000u64 {
-                    i.put_validate(&(n * 3 + t).to_be_bytes(), heap_ver(n + 1), &s);
+                    i.put_validate(&(n * 3 + t).to_be_bytes(), mixed_ver(n + 1), &s);
                 }
             });
         }
@@ -463,5 +487,88 @@ fn bulk_load_racing_puts_stays_sound() {
     });
     for j in 0..50u64 {
         assert!(i.get(format!("load19-{j:03}").as_bytes()).is_some());
+    }
+}
+
+/// Update-heavy mix on tiny nodes: writers rewrite a small set of hot keys (most puts
+/// replace a fixed-size version in place, every fifth allocates a heap entry) while
+/// one thread keeps inserting fresh keys into the same leaves (splits that move the hot
+/// entries between leaves) and readers get and scan the hot keys. Every read is whole
+/// (its value is the one its LSN was put with), each reader sees a key's LSN only rise
+/// (newest wins and reads are never older than an earlier read), and at the end each
+/// hot key holds the largest LSN put and the model of the inserted keys matches.
+#[test]
+fn update_heavy_mix_reads_whole_versions() {
+    const WRITERS: u64 = 3;
+    const HOT: u64 = 24;
+    const PUTS: u64 = 4_000;
+    let s = Arc::new(Snapshots::default());
+    let i = Arc::new(Olc::with_caps(3, 3));
+    let hot = |k: u64| (k * 2).to_be_bytes();
+    for k in 0..HOT {
+        i.put_validate(&hot(k), mixed_ver(k + 1), &s);
+    }
+    let lsn = Arc::new(AtomicU64::new(HOT + 1));
+    let done = Arc::new(AtomicU64::new(0));
+    let newest: Vec<Vec<u64>> = std::thread::scope(|sc| {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let (s, i, lsn, done) = (s.clone(), i.clone(), lsn.clone(), done.clone());
+                sc.spawn(move || {
+                    let mut max = vec![0u64; HOT as usize];
+                    for n in 0..PUTS {
+                        let l = lsn.fetch_add(1, Ordering::Relaxed);
+                        let k = (n * 7 + t * 5) % HOT;
+                        i.put_validate(&hot(k), mixed_ver(l), &s);
+                        max[k as usize] = l;
+                    }
+                    done.fetch_add(1, Ordering::Release);
+                    max
+                })
+            })
+            .collect();
+        {
+            let (s, i, done) = (s.clone(), i.clone(), done.clone());
+            sc.spawn(move || {
+                // Odd keys between the hot (even) ones: inserts split the hot leaves.
+                let mut n = 0u64;
+                while done.load(Ordering::Acquire) < WRITERS && n < 3_000 {
+                    i.put_validate(&(n * 2 + 1).to_be_bytes(), mixed_ver(1), &s);
+                    n += 1;
+                }
+            });
+        }
+        for r in 0..2u64 {
+            let (i, done) = (i.clone(), done.clone());
+            sc.spawn(move || {
+                let mut last = vec![0u64; HOT as usize];
+                let mut n = 0u64;
+                while done.load(Ordering::Acquire) < WRITERS {
+                    let k = (n + r) % HOT;
+                    let v = i.get(&hot(k)).unwrap_or_else(|| panic!("hot key {k} lost"));
+                    assert!(whole(&v), "torn get: {v:?}");
+                    assert!(v.lsn >= last[k as usize], "LSN went back");
+                    last[k as usize] = v.lsn;
+                    if n.is_multiple_of(16) {
+                        let mut out = Vec::new();
+                        let (lo, hi) = (Bound::Unbounded, Bound::Unbounded);
+                        i.collect_range(lo, hi, u64::MAX, 64, &mut out);
+                        assert!(out.iter().all(|(_, v)| whole(v)), "torn scan");
+                    }
+                    n += 1;
+                }
+            });
+        }
+        writers
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    // Each hot key holds the largest LSN any writer put there (Algorithm 1), whole.
+    for k in 0..HOT {
+        let want = newest.iter().map(|m| m[k as usize]).max().unwrap_or(0);
+        assert_eq!(i.get(&hot(k)), Some(mixed_ver(want)), "hot key {k}");
+        let older = mixed_ver(want - 1);
+        assert_eq!(i.put_validate(&hot(k), older, &s), PutOutcome::Stale);
     }
 }

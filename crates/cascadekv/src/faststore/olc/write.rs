@@ -16,7 +16,7 @@ use crossbeam_epoch::{self as epoch, Guard, Owned};
 
 use super::entry::{apply, retire, Entry};
 use super::node::{node_ref, shared_prefix, Header, Inner, Leaf, NodeRef};
-use super::sync::{backoff, Ordering};
+use super::sync::{retry, Ordering};
 use super::Olc;
 use crate::epoch::Snapshots;
 use crate::faststore::ikey::{IKey, Probe};
@@ -34,12 +34,7 @@ impl Olc {
         let p = Probe::new(key);
         let g = epoch::pin();
         let mut v = Some(v);
-        loop {
-            if let Some(out) = self.try_put(&p, &mut v, snaps, &g) {
-                return out;
-            }
-            backoff();
-        }
+        retry(|| self.try_put(&p, &mut v, snaps, &g))
     }
 
     /// The root and its version; `None` if it is locked or was replaced meanwhile.
@@ -177,12 +172,7 @@ impl Olc {
     pub fn remove(&self, key: &[u8]) -> bool {
         let p = Probe::new(key);
         let g = epoch::pin();
-        loop {
-            if let Some(done) = self.try_remove(&p, &g) {
-                return done;
-            }
-            backoff();
-        }
+        retry(|| self.try_remove(&p, &g))
     }
 
     fn try_remove(&self, p: &Probe<'_>, g: &Guard) -> Option<bool> {
@@ -208,7 +198,9 @@ impl Olc {
     }
 }
 
-/// Algorithm 1 on the entry at `pos` of the locked `leaf`.
+/// Algorithm 1 on the entry at `pos` of the locked `leaf`: in place where the entry's
+/// fixed-size cell takes the new version (`entry::apply`), else by swapping in a new
+/// entry and retiring the old one.
 fn replace(leaf: &Leaf, pos: usize, v: Version, snaps: &Snapshots, g: &Guard) -> PutOutcome {
     let old = leaf.entries[pos].load(Ordering::Acquire, g);
     // SAFETY: the leaf is locked, so the entry in a slot below `count` is live.
