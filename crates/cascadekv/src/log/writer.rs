@@ -382,7 +382,8 @@ impl LogWriter {
         if self.kind == ChunkKind::Log && self.pool.prewrites_logs() {
             // A FastStore log of a store that syncs: pre-write the segment so that its
             // fences write data only (`Mem::prewrite_zeros`, design.md §10). Its header
-            // is durable already; what follows it reads as zeros before and after.
+            // is durable already; what follows it reads as zeros before and after, and
+            // the zeros go in before any record of the segment does.
             self.pool
                 .mem()
                 .prewrite_zeros(base + CHUNK_HEADER_LEN, a.span * chunk - CHUNK_HEADER_LEN)?;

@@ -249,14 +249,18 @@ impl Mem {
         }
     }
 
-    /// Pre-writes `[off, off+len)` with zeros and makes them durable (`Msync` backend
-    /// only; elsewhere a no-op). For a log segment about to be appended to by durable
-    /// writes (issue #30 lever (a), FlatStore §3.3's premise that a persist carries the
-    /// record and nothing else): the pool's free chunks are unwritten extents (fresh
-    /// `posix_fallocate`d or punched ranges), and the first write-back into an
-    /// unwritten extent must also convert it — a file-system metadata write in every
-    /// fence that reaches a new block. Zeros are what an unwritten range reads as, so
-    /// the log format does not change: the reader ends a log at them as before.
+    /// Pre-writes `[off, off+len)` with zeros and starts their write-back (`Msync`
+    /// backend only; elsewhere a no-op). For a log segment about to be appended to by
+    /// durable writes (issue #30 lever (a), FlatStore §3.3's premise that a persist
+    /// carries the batch and nothing else): the pool's free chunks are unwritten
+    /// extents (fresh `posix_fallocate`d or punched ranges), and the first write-back
+    /// into an unwritten block must also convert its extent — a file-system metadata
+    /// write inside the fence that reaches each new block. Once the zeros are written
+    /// back the range is written blocks and later fences carry data only. The
+    /// write-back is started (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), not waited
+    /// for: the zeros need not be durable (an unwritten range reads as zeros too, so
+    /// the log format does not change and the reader ends a log at them as before),
+    /// and a wait would stall the appending writer for a whole chunk's write.
     pub fn prewrite_zeros(&self, off: u64, len: u64) -> Result<()> {
         const STEP: u64 = 256 << 10;
         self.check(off, len)?;
@@ -271,9 +275,19 @@ impl Mem {
                 .map_err(|e| Error::io("pre-writing a log segment with zeros", e))?;
             at += n;
         }
-        let mut set = WritebackSet::new();
-        self.write_back(&mut set, off, len);
-        self.fence(&mut set)
+        let range =
+            libc::off64_t::try_from(off).and_then(|o| Ok((o, libc::off64_t::try_from(len)?)));
+        let (o, l) = range.map_err(|_| Error::invalid("pool range beyond off_t"))?;
+        // SAFETY: plain syscall on a valid fd with an in-range byte range; it only
+        // starts write-back of pages this file already holds.
+        let rc = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
+        if rc != 0 {
+            return Err(Error::io(
+                "starting write-back of a pre-written log segment",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
     }
 
     /// Borrows `len` bytes at `off`.
@@ -390,6 +404,37 @@ impl Mem {
             }
             _ => self.fence(set),
         }
+    }
+
+    /// Whether the file system holds written data at `off` (`SEEK_DATA` lands on it),
+    /// rather than a hole or an unwritten extent; `None` where that cannot be told (no
+    /// file, tmpfs, which counts fallocated pages as data, or an error). Syncs the file
+    /// and drops its cached page at `off` first. For tests of pre-written log
+    /// segments.
+    #[cfg(test)]
+    pub(crate) fn has_data_at(&self, off: u64) -> Option<bool> {
+        const TMPFS_MAGIC: libc::__fsword_t = 0x0102_1994;
+        let fd = self.file.as_ref()?.as_raw_fd();
+        // SAFETY: `statfs` is plain old data; zeroes are a valid value of it.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall on a valid fd into a correctly sized struct.
+        if unsafe { libc::fstatfs(fd, &raw mut st) } != 0 || st.f_type == TMPFS_MAGIC {
+            return None;
+        }
+        let o = libc::off_t::try_from(off).ok()?;
+        // Clean pages of an unwritten range (read-ahead of the mapping) count as data
+        // too: write back, then drop the page cache there (pages still mapped stay).
+        self.file.as_ref()?.sync_data().ok()?;
+        // SAFETY: plain syscall on a valid fd; it only drops clean cached pages.
+        unsafe { libc::posix_fadvise(fd, o, 4096, libc::POSIX_FADV_DONTNEED) };
+        // SAFETY: plain syscall on a valid fd; it only moves the file offset.
+        let found = unsafe { libc::lseek(fd, o, libc::SEEK_DATA) };
+        if found < 0 {
+            // ENXIO: no data from `off` to the end of the file.
+            let nxio = std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+            return nxio.then_some(false);
+        }
+        Some(found == o)
     }
 
     /// Reserves backing storage for `[off, off+len)` so that a full disk shows up
