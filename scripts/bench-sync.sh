@@ -140,8 +140,10 @@ server_rows() { # label
     line=$(grep '^TOTAL' "$DISK/ycsb-$w.txt" | tail -1)
     wr=$(grep '^UPDATE ' "$DISK/ycsb-$w.txt" | tail -1 | sed -E 's/.*Count: ([0-9]+).*/\1/')
     [ -n "$wr" ] && [ "$wr" -gt 0 ] || wr=1
-    sed -E "s/.*OPS: ([0-9.]+).*50th\(us\): ([0-9]+).*99th\(us\): ([0-9]+).*99\.9th\(us\): ([0-9]+).*Max\(us\): ([0-9]+).*/| $1 | ycsb-$w | \1 | \2 µs | \3 µs | \4 µs | \5 µs |/" <<<"$line" |
-      tr -d '\n'
+    # go-ycsb's TOTAL line: "... OPS: x, Avg(us): .., Max(us): m, 50th(us): a, ... 99th(us): b, 99.9th(us): c, ..."
+    field() { grep -oE "(^|[ ,])$1: [0-9.]+" <<<"$line" | head -1 | sed -E 's/.*: //'; }
+    printf '| %s | ycsb-%s | %s | %s µs | %s µs | %s µs | %s µs |' "$1" "$w" "$(field OPS)" \
+      "$(field '50th\(us\)')" "$(field '99th\(us\)')" "$(field '99\.9th\(us\)')" "$(field 'Max\(us\)')"
     awk -v a="$((w1 - w0))" -v b="$((f1 - f0))" -v n="$wr" 'BEGIN { printf " %.2f / %.2f |\n", a / n, b / n }'
   done
 }
