@@ -20,6 +20,7 @@ the same transaction or script.
 
     python3 scripts/kill-serve.py --cycles 200 --slow --pin-fraction 0.7
     python3 scripts/kill-serve.py --cycles 100 --types
+    python3 scripts/kill-serve.py --cycles 300 --durability sync
 
 Exits non-zero on the first lost, stale or wrong value, printing the key.
 """
@@ -198,6 +199,8 @@ def start(args, port):
         "--pool-size", args.pool_size, "--faststore-capacity", args.faststore_capacity,
         "--threads", "2",
     ]
+    if args.durability:
+        cmd += ["--durability", args.durability]
     if args.slow:
         cmd += ["--slow-dir", args.slow_dir, "--fast-budget", args.fast_budget,
                 "--pin-fraction", str(args.pin_fraction)]
@@ -281,13 +284,16 @@ def main():
     ap.add_argument("--max-wait", type=float, default=3.0, help="most seconds between kills")
     ap.add_argument("--types", action="store_true",
                     help="also hashes, lists, sets, sorted sets, counters, streams, MULTI/EXEC pairs and Lua scripts")
+    ap.add_argument("--durability", choices=["buffered", "sync"], default=None,
+                    help="the server's --durability (default: the server's own)")
+    ap.add_argument("--port", type=int, default=0, help="port to serve on (0: a free one)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     args.work = tempfile.mkdtemp(prefix="kill-serve-")
     args.dir = os.path.join(args.work, "data")
     args.slow_dir = os.path.join(args.work, "slow")
     oracle = {}
-    port = free_port()
+    port = args.port or free_port()
     total_ops = 0
     peak_used = 0
     t0 = time.time()

@@ -88,7 +88,7 @@ impl PersistJob {
     /// `Io` from the fence; `Internal` if the simulated device finds a line unfenced.
     pub fn run(&mut self) -> Result<()> {
         let mem = self.pool.mem();
-        mem.fence(&mut self.set)?;
+        mem.fence_log(&mut self.set)?;
         // Whole lines only: the log's other threads may already have written past
         // `to` into its last line again (the simulated device then tracks it as dirty,
         // though what was before `to` was fenced).
@@ -161,11 +161,11 @@ impl LogWriter {
         let at = placement(seg.pos, len);
         if at > seg.pos {
             encode_filler(Kind::Pad, at - seg.pos, seg.epoch, &mut self.buf);
-            mem.write(seg.base + seg.pos, &self.buf)?;
+            mem.write_log(seg.base + seg.pos, &self.buf)?;
         }
         encode(rec, mark.map(|m| m as u32), seg.epoch, &mut self.buf);
         let addr = seg.base + at;
-        mem.write(addr, &self.buf)?;
+        mem.write_log(addr, &self.buf)?;
         if let Some(m) = mark {
             seg.marked = m;
         }
@@ -193,6 +193,7 @@ impl LogWriter {
     /// torn tail — the evidence an acknowledged `Sync` write leaves even when it is the
     /// last write before a crash.
     pub fn sync(&mut self) -> Result<()> {
+        self.pool.note_durable_log();
         self.persist()?;
         self.append_mark()
     }
@@ -217,12 +218,12 @@ impl LogWriter {
         let whole = seg.fenced == seg.pos;
         if at > seg.pos {
             encode_filler(Kind::Pad, at - seg.pos, seg.epoch, &mut self.buf);
-            mem.write(seg.base + seg.pos, &self.buf)?;
+            mem.write_log(seg.base + seg.pos, &self.buf)?;
         }
         let upto = u32::try_from(seg.fenced)
             .map_err(|_| crate::Error::Internal("log segment offset beyond u32".into()))?;
         record::encode_mark(upto, seg.epoch, &mut self.buf);
-        mem.write(seg.base + at, &self.buf)?;
+        mem.write_log(seg.base + at, &self.buf)?;
         seg.marked = seg.fenced;
         self.bytes += at + len - seg.pos;
         seg.pos = at + len;
@@ -254,6 +255,7 @@ impl LogWriter {
         if !self.has_unsynced() {
             return None;
         }
+        self.pool.note_durable_log();
         let seg = self.seg.as_mut()?;
         let mut set = WritebackSet::new();
         self.pool
@@ -301,7 +303,7 @@ impl LogWriter {
                 mem.write_back(&mut self.set, seg.base + seg.fenced, seg.pos - seg.fenced);
             }
             if seg.pos > seg.fenced {
-                mem.fence(&mut self.set)?;
+                mem.fence_log(&mut self.set)?;
                 mem.check_durable(seg.base + seg.fenced, seg.pos - seg.fenced)?;
                 seg.fenced = seg.pos;
             }
@@ -333,7 +335,7 @@ impl LogWriter {
             return Ok(());
         }
         record::encode_seal(seg.pos as u32, seg.epoch, &mut self.buf);
-        mem.write(seg.base + seg.pos, &self.buf)?;
+        mem.write_log(seg.base + seg.pos, &self.buf)?;
         seg.marked = seg.pos;
         seg.pos += record::SEAL_LEN;
         seg.mark_end = 0;
@@ -370,19 +372,29 @@ impl LogWriter {
                     seg.epoch,
                     &mut self.buf,
                 );
-                self.pool.mem().write(seg.base + seg.pos, &self.buf)?;
+                self.pool.mem().write_log(seg.base + seg.pos, &self.buf)?;
                 seg.pos += record::HEADER_LEN as u64;
             }
         }
         // The old segment is complete and durable before the next one gets records.
         self.persist()?;
+        let base = self.pool.chunk_offset(a.chunk);
+        if self.kind == ChunkKind::Log && self.pool.prewrites_logs() {
+            // A FastStore log of a store that syncs: pre-write the segment so that its
+            // fences write data only (`Mem::prewrite_zeros`, design.md §10). Its header
+            // is durable already; what follows it reads as zeros before and after, and
+            // the zeros go in before any record of the segment does.
+            self.pool
+                .mem()
+                .prewrite_zeros(base + CHUNK_HEADER_LEN, a.span * chunk - CHUNK_HEADER_LEN)?;
+        }
         self.log_id = Some(h.owner);
         self.next_seq += 1;
         self.segments
             .push(Segment::new(self.pool.clone(), a.chunk, a.span, 1));
         self.seg = Some(Tail {
             epoch: a.epoch,
-            base: self.pool.chunk_offset(a.chunk),
+            base,
             cap: a.span * chunk,
             pos: CHUNK_HEADER_LEN,
             fenced: CHUNK_HEADER_LEN,

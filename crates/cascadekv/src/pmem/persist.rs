@@ -29,6 +29,7 @@
 use crate::coding::usize_from;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use super::sim::SimDevice;
@@ -226,6 +227,69 @@ impl Mem {
         Ok(())
     }
 
+    /// Copies a log record (or a log's padding, mark or seal) to `off`. Not durable
+    /// until written back and fenced, as [`Mem::write`].
+    ///
+    /// On the `Msync` backend the bytes go in with a positioned write (`pwrite`) into
+    /// the pool file instead of a store into the mapping (issue #30, design.md §10):
+    /// Linux keeps one page cache per file, so readers of the mapping see the bytes as
+    /// soon as the call returns, but no store touches the page. A store into a page
+    /// the last `msync` cleaned takes a write-protect fault into the file system
+    /// (`ext4_page_mkwrite`), and a log of 1 KB records — and the 32-byte mark every
+    /// sync appends right behind what it fenced — re-dirty the page they fenced at
+    /// every append; measured, store + `msync` of a written page costs 225–303 µs
+    /// against 122–135 µs for `pwrite` + `msync`. Other backends store as `write`.
+    pub fn write_log(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.check(off, data.len() as u64)?;
+        match (&self.file, self.backend) {
+            (Some(f), Backend::Msync) if log_io().pwrite => f
+                .write_all_at(data, off)
+                .map_err(|e| Error::io(format!("writing a log record at pool offset {off}"), e)),
+            _ => self.write(off, data),
+        }
+    }
+
+    /// Pre-writes `[off, off+len)` with zeros and starts their write-back (`Msync`
+    /// backend only; elsewhere a no-op). For a log segment about to be appended to by
+    /// durable writes (issue #30 lever (a), FlatStore §3.3's premise that a persist
+    /// carries the batch and nothing else): the pool's free chunks are unwritten
+    /// extents (fresh `posix_fallocate`d or punched ranges), and the first write-back
+    /// into an unwritten block must also convert its extent — a file-system metadata
+    /// write inside the fence that reaches each new block. Once the zeros are written
+    /// back the range is written blocks and later fences carry data only. The
+    /// write-back is started (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), not waited
+    /// for: the zeros need not be durable (an unwritten range reads as zeros too, so
+    /// the log format does not change and the reader ends a log at them as before),
+    /// and a wait would stall the appending writer for a whole chunk's write.
+    pub fn prewrite_zeros(&self, off: u64, len: u64) -> Result<()> {
+        const STEP: u64 = 256 << 10;
+        self.check(off, len)?;
+        let (Some(f), Backend::Msync) = (&self.file, self.backend) else {
+            return Ok(());
+        };
+        let zeros = vec![0u8; usize_from(STEP)];
+        let mut at = off;
+        while at < off + len {
+            let n = STEP.min(off + len - at);
+            f.write_all_at(&zeros[..usize_from(n)], at)
+                .map_err(|e| Error::io("pre-writing a log segment with zeros", e))?;
+            at += n;
+        }
+        let range =
+            libc::off64_t::try_from(off).and_then(|o| Ok((o, libc::off64_t::try_from(len)?)));
+        let (o, l) = range.map_err(|_| Error::invalid("pool range beyond off_t"))?;
+        // SAFETY: plain syscall on a valid fd with an in-range byte range; it only
+        // starts write-back of pages this file already holds.
+        let rc = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
+        if rc != 0 {
+            return Err(Error::io(
+                "starting write-back of a pre-written log segment",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Borrows `len` bytes at `off`.
     ///
     /// The caller must only read published bytes (module invariant); the borrow lives
@@ -325,6 +389,54 @@ impl Mem {
         }
     }
 
+    /// Makes a log's ranges written back through `set` durable: [`Mem::fence`], or
+    /// with `CASCADE_LOG_FENCE=fdatasync` on the `Msync` backend one `fdatasync` of
+    /// the pool file (which also writes back what else is dirty in it; a switch to
+    /// measure the two against each other, design.md §10).
+    pub fn fence_log(&self, set: &mut WritebackSet) -> Result<()> {
+        match (&self.file, self.backend) {
+            (Some(f), Backend::Msync) if log_io().fdatasync => {
+                if set.take().is_empty() {
+                    return Ok(());
+                }
+                f.sync_data()
+                    .map_err(|e| Error::io("fdatasync of the pool", e))
+            }
+            _ => self.fence(set),
+        }
+    }
+
+    /// Whether the file system holds written data at `off` (`SEEK_DATA` lands on it),
+    /// rather than a hole or an unwritten extent; `None` where that cannot be told (no
+    /// file, tmpfs, which counts fallocated pages as data, or an error). Syncs the file
+    /// and drops its cached page at `off` first. For tests of pre-written log
+    /// segments.
+    #[cfg(test)]
+    pub(crate) fn has_data_at(&self, off: u64) -> Option<bool> {
+        const TMPFS_MAGIC: libc::__fsword_t = 0x0102_1994;
+        let fd = self.file.as_ref()?.as_raw_fd();
+        // SAFETY: `statfs` is plain old data; zeroes are a valid value of it.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall on a valid fd into a correctly sized struct.
+        if unsafe { libc::fstatfs(fd, &raw mut st) } != 0 || st.f_type == TMPFS_MAGIC {
+            return None;
+        }
+        let o = libc::off_t::try_from(off).ok()?;
+        // Clean pages of an unwritten range (read-ahead of the mapping) count as data
+        // too: write back, then drop the page cache there (pages still mapped stay).
+        self.file.as_ref()?.sync_data().ok()?;
+        // SAFETY: plain syscall on a valid fd; it only drops clean cached pages.
+        unsafe { libc::posix_fadvise(fd, o, 4096, libc::POSIX_FADV_DONTNEED) };
+        // SAFETY: plain syscall on a valid fd; it only moves the file offset.
+        let found = unsafe { libc::lseek(fd, o, libc::SEEK_DATA) };
+        if found < 0 {
+            // ENXIO: no data from `off` to the end of the file.
+            let nxio = std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+            return nxio.then_some(false);
+        }
+        Some(found == o)
+    }
+
     /// Reserves backing storage for `[off, off+len)` so that a full disk shows up
     /// here, as an error, instead of as a fault when the mapping is first written.
     pub fn reserve(&self, off: u64, len: u64) -> Result<()> {
@@ -411,6 +523,34 @@ impl Drop for Mem {
             }
         }
     }
+}
+
+/// How logs reach a file-backed pool (`Backend::Msync`); switches read once per
+/// process from the environment, so that one binary measures each choice
+/// (`scripts/bench-sync.sh`): `CASCADE_LOG_WRITE=store` stores records into the
+/// mapping instead of `pwrite`; `CASCADE_LOG_PREWRITE=0` leaves new log segments
+/// unwritten; `CASCADE_LOG_FENCE=fdatasync` fences with `fdatasync` instead of `msync`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogIo {
+    /// Records go in with `pwrite` (default).
+    pub pwrite: bool,
+    /// New segments of a syncing store's logs are pre-written (default).
+    pub prewrite: bool,
+    /// Log fences are one `fdatasync` (default off: `msync` of the ranges).
+    pub fdatasync: bool,
+}
+
+/// The process's [`LogIo`].
+pub(crate) fn log_io() -> LogIo {
+    static IO: std::sync::OnceLock<LogIo> = std::sync::OnceLock::new();
+    *IO.get_or_init(|| {
+        let var = |k: &str| std::env::var(k).unwrap_or_default();
+        LogIo {
+            pwrite: var("CASCADE_LOG_WRITE") != "store",
+            prewrite: var("CASCADE_LOG_PREWRITE") != "0",
+            fdatasync: var("CASCADE_LOG_FENCE") == "fdatasync",
+        }
+    })
 }
 
 /// `len` as a mapping length.
@@ -532,6 +672,56 @@ mod tests {
             assert_eq!(mem.read(1000, 300)?, &data[..]);
         }
         drop(mem);
+        std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
+        Ok(())
+    }
+
+    #[test]
+    fn log_writes_reach_the_mapping_and_the_file() -> Result<()> {
+        // `write_log` goes around the mapping (`pwrite`): readers of the mapping must
+        // see the bytes at once, and a fence must make them durable in the file.
+        let dir = std::env::temp_dir().join(format!("ckv-wlog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
+        let path = dir.join("pool");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| Error::io("open", e))?;
+        f.set_len(1 << 20).map_err(|e| Error::io("set_len", e))?;
+        let mem = Mem::map_file(f, 1 << 20, false, false)?;
+        assert_eq!(mem.backend(), Backend::Msync);
+        // A page the mapping has already read (so it is mapped), then a log write.
+        assert_eq!(mem.read(8192, 4)?, &[0u8; 4][..]);
+        mem.write_log(8190, b"record bytes")?;
+        assert_eq!(mem.read(8190, 12)?, b"record bytes");
+        // A store and a log write side by side in one page stay distinct.
+        mem.write(9000, b"store")?;
+        mem.write_log(9005, b"+log")?;
+        assert_eq!(mem.read(9000, 9)?, b"store+log");
+        let mut set = WritebackSet::new();
+        mem.write_back(&mut set, 8190, 1000);
+        mem.fence_log(&mut set)?;
+        assert!(mem.write_log((1 << 20) - 2, b"abc").is_err());
+        // Pre-written zeros over a range that held bytes: zeros read back, and the
+        // file has blocks behind the whole range (written, not a hole).
+        mem.write_log(65536, &[7u8; 100])?;
+        mem.prewrite_zeros(65536, 512 << 10)?;
+        assert!(mem.read(65536, 512 << 10)?.iter().all(|b| *b == 0));
+        assert!(mem.prewrite_zeros(1 << 20, 1).is_err());
+        drop(mem);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", e))?;
+        assert_eq!(&bytes[8190..8202], b"record bytes");
+        assert_eq!(&bytes[9000..9009], b"store+log");
+        let blocks = std::fs::metadata(&path)
+            .map(|m| std::os::unix::fs::MetadataExt::blocks(&m))
+            .map_err(|e| Error::io("stat", e))?;
+        assert!(
+            blocks * 512 >= 512 << 10,
+            "pre-written range has no blocks: {blocks}"
+        );
         std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
         Ok(())
     }

@@ -19,7 +19,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -91,6 +91,9 @@ pub struct Pool {
     /// Allocations whose last holder let go, waiting to be freed in one batch (so a
     /// reader that drops the last reference never pays for a bitmap persist).
     released: Mutex<Vec<(u64, u64)>>,
+    /// Set by the first sync of a FastStore log (atomic, never cleared): from then on
+    /// new log segments are pre-written with zeros on block storage (`LogWriter`).
+    durable_logs: AtomicBool,
 }
 
 /// Who asks for space: ordinary writes must leave the pool's headroom free; deletes,
@@ -237,6 +240,7 @@ impl Pool {
             epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
             headroom: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
+            durable_logs: AtomicBool::new(false),
         })
     }
 
@@ -310,7 +314,22 @@ impl Pool {
             epochs: (0..chunk_count).map(|_| AtomicU64::new(0)).collect(),
             headroom: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
+            durable_logs: AtomicBool::new(false),
         })
+    }
+
+    /// Notes that a log was synced: the store takes durable writes, so new FastStore
+    /// log segments are pre-written (see [`Mem::prewrite_zeros`]).
+    pub fn note_durable_log(&self) {
+        if !self.durable_logs.load(Ordering::Relaxed) {
+            self.durable_logs.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether new FastStore log segments are pre-written (a log was synced, and
+    /// `CASCADE_LOG_PREWRITE` is not `0`: a switch to measure what it buys).
+    pub fn prewrites_logs(&self) -> bool {
+        self.durable_logs.load(Ordering::Relaxed) && super::persist::log_io().prewrite
     }
 
     /// The persistence seam.
