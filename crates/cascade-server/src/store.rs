@@ -289,6 +289,9 @@ impl Store {
             crate::durable::note_write();
         }
         // The replication record, encoded before the batch consumes the writes.
+        // It carries the keyspace notifications too, so a replica's clients hear
+        // them (recorded for every class while the feed is active: the replica's own
+        // `notify-keyspace-events` decides what it publishes).
         let record = (changes && self.feed.active()).then(|| {
             let mut counts = vec![(phys, dkeys, dexpires)];
             counts.extend(foreign.iter().copied());
@@ -297,6 +300,7 @@ impl Store {
                 phys,
                 writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
                 &counts,
+                &events,
             )
         });
         if let Some(all) = flushed {
@@ -434,7 +438,7 @@ impl Store {
 }
 
 /// A key qualified by its physical database (WATCH and blocking registries).
-fn qualified(p: u16, key: &[u8]) -> Vec<u8> {
+pub(crate) fn qualified(p: u16, key: &[u8]) -> Vec<u8> {
     let mut q = Vec::with_capacity(2 + key.len());
     q.extend_from_slice(&p.to_be_bytes());
     q.extend_from_slice(key);
@@ -498,6 +502,9 @@ pub(crate) struct Tx<'s> {
     invalid: Vec<Vec<u8>>,
     /// Some client tracks keys (read once, when the transaction starts).
     track: bool,
+    /// The replication feed is active: keyspace notifications of every class are
+    /// recorded for the replication record (read once, when the transaction starts).
+    replicating: bool,
     /// The client whose command this is (0: the server itself, e.g. the expiry
     /// sweeper); tracking's NOLOOP skips its own changes.
     origin: u64,
@@ -536,6 +543,7 @@ impl<'s> Tx<'s> {
             changes: Vec::new(),
             invalid: Vec::new(),
             track: store.tracking.active(),
+            replicating: store.feed.active(),
             origin: 0,
             may_block: false,
             run: RunKind::Fresh,
@@ -724,7 +732,7 @@ impl<'s> Tx<'s> {
         if self.store.notify.active() {
             self.touched.push(qualified(self.phys, key));
         }
-        if self.store.pubsub.events.publishing() {
+        if self.replicating || self.store.pubsub.events.publishing() {
             self.changes.push((key.to_vec(), Some(removed)));
         }
     }
@@ -789,7 +797,7 @@ impl<'s> Tx<'s> {
     /// of writes to one key.
     fn touch_element(&mut self, k: &[u8]) {
         let watch = self.store.notify.active();
-        let events = self.store.pubsub.events.publishing();
+        let events = self.replicating || self.store.pubsub.events.publishing();
         if !(watch || events || self.track) {
             return;
         }
@@ -980,12 +988,12 @@ impl<'s> Tx<'s> {
     /// True if events of `class` are published (a command may skip work that only
     /// decides an event).
     pub(crate) fn notifying(&self, class: u32) -> bool {
-        self.store.pubsub.events.on(class)
+        self.replicating || self.store.pubsub.events.on(class)
     }
 
     /// [`Tx::event`] for a key of logical database `db` (MOVE's `move_to`).
     pub(crate) fn event_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
-        if self.store.pubsub.events.on(class) {
+        if self.replicating || self.store.pubsub.events.on(class) {
             self.events.push((class, event, key.to_vec(), db));
         }
     }
