@@ -760,3 +760,48 @@ assert rc.get("after") in ("1", None)
 "#
     ));
 }
+
+/// `cluster-enabled yes` in a `--config` file turns cluster mode on; the id, the
+/// topology, its version and a SETSLOT change come back after a SIGKILL and restart
+/// (the nodes file), and a SETNODES that is not newer is still refused after it.
+#[test]
+fn topology_survives_a_restart_and_config_file_enables_cluster() {
+    let dir = common::temp_dir("cluster-persist");
+    let conf = dir.with_extension("conf");
+    std::fs::write(&conf, "# test\ncluster-enabled yes\n").expect("test setup");
+    let args = ["--config", conf.to_str().expect("test setup")];
+    let mut node = Server::start_in(&dir, &args);
+    node.keep_dir = true;
+    let mut c = node.connect();
+    assert!(ok(&mut c, &["INFO", "cluster"]).contains("cluster_enabled:1"));
+    assert_eq!(ok(&mut c, &["CLUSTERX", "SETNODEID", IDS[0]]), "OK");
+    let layout = format!(
+        "{} 127.0.0.1 {} master - 0-8191\n{} 127.0.0.1 7499 master - 8192-16383\n{} 127.0.0.1 7498 slave {}",
+        IDS[0], node.port, IDS[1], IDS[2], IDS[1]
+    );
+    assert_eq!(ok(&mut c, &["CLUSTERX", "SETNODES", &layout, "5"]), "OK");
+    assert_eq!(
+        ok(
+            &mut c,
+            &["CLUSTERX", "SETSLOT", "8192", "NODE", IDS[0], "6"]
+        ),
+        "OK"
+    );
+    let nodes_before = ok(&mut c, &["CLUSTER", "NODES"]);
+    let slots_before = c.cmd(&["CLUSTER", "SLOTS"]);
+    node.kill9();
+
+    let node = Server::start_in(&dir, &args);
+    let mut c = node.connect();
+    assert_eq!(ok(&mut c, &["CLUSTER", "MYID"]), IDS[0]);
+    assert_eq!(int(&mut c, &["CLUSTERX", "VERSION"]), 6);
+    // Same text but this node's own port (it restarted on another one).
+    let nodes_after = ok(&mut c, &["CLUSTER", "NODES"]);
+    assert_eq!(nodes_after, nodes_before);
+    assert_eq!(c.cmd(&["CLUSTER", "SLOTS"]), slots_before);
+    assert!(err(&mut c, &["CLUSTERX", "SETNODES", &layout, "6"]).contains("not newer"));
+    // The slot SETSLOT gave it is served here.
+    assert_eq!(int(&mut c, &["CLUSTER", "KEYSLOT", "k3962"]), 8192);
+    assert_eq!(ok(&mut c, &["SET", "k3962", "v"]), "OK");
+    let _ = std::fs::remove_file(&conf);
+}
