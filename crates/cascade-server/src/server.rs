@@ -105,8 +105,9 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     let metrics = Metrics::new(commands.names(), stats.clone());
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
     crate::scripting::start(&shared)?;
-    crate::replication::start(&shared)?;
+    // Before replication starts: a replica's first records already count per slot.
     crate::cluster::Cluster::attach(&shared).map_err(ServeError::Store)?;
+    crate::replication::start(&shared)?;
 
     let mut poll = Poll::new()?;
     poll.registry()

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use cascadekv::{Db, DbIter, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::cluster::slotcount::SlotCounts;
 use crate::cursors::Cursors;
 use crate::databases::{self, Databases, DB0_END, MAP_KEY};
 use crate::error::{CmdError, CmdResult};
@@ -69,6 +70,8 @@ pub(crate) struct Store {
     gate: Gate,
     /// The replication stream of commits (`crate::replication::backlog`).
     feed: Feed,
+    /// Keys per hash slot of database 0, in cluster mode (`cluster/slotcount.rs`).
+    slots: std::sync::OnceLock<SlotCounts>,
 }
 
 impl std::fmt::Debug for Store {
@@ -98,6 +101,7 @@ impl Store {
             tracking: Tracking::default(),
             gate: Gate::default(),
             feed: Feed::default(),
+            slots: std::sync::OnceLock::new(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -185,7 +189,27 @@ impl Store {
             self.dbs.clear(p);
             self.dbs.add(p, keys, expires);
         }
+        if let Some(sc) = self.slots.get() {
+            sc.rebuild(&self.db)?;
+        }
         Ok(())
+    }
+
+    /// Starts keeping keys per hash slot (cluster mode, at start: one scan of
+    /// database 0's metadata).
+    ///
+    /// # Errors
+    /// The keyspace could not be read.
+    pub(crate) fn enable_slot_counts(&self) -> CmdResult<()> {
+        if self.slots.get().is_none() {
+            let _ = self.slots.set(SlotCounts::build(&self.db)?);
+        }
+        Ok(())
+    }
+
+    /// Keys per hash slot of physical database 0, if kept.
+    pub(crate) fn slot_counts(&self) -> Option<&SlotCounts> {
+        self.slots.get()
     }
 
     /// A key as the WATCH and blocking registries know it: qualified by its
@@ -275,6 +299,7 @@ impl Store {
             foreign,
             invalid,
             origin,
+            slot_deltas,
             ..
         } = tx;
         let _feed = self.feed.enter();
@@ -349,6 +374,11 @@ impl Store {
         for (p, k, e) in foreign {
             self.dbs.add(p, k, e);
         }
+        if let Some(sc) = self.slots.get() {
+            for (slot, d) in slot_deltas {
+                sc.add(slot, d);
+            }
+        }
         if let Some(r) = record {
             self.feed.append(&r);
         }
@@ -420,6 +450,11 @@ impl Store {
 
     /// Deletes every key of physical database `p`. The caller holds every stripe lock.
     pub(crate) fn flush_db(&self, p: u16) -> CmdResult<()> {
+        if p == 0 {
+            if let Some(sc) = self.slots.get() {
+                sc.clear();
+            }
+        }
         let (lo, hi) = db_bounds(&databases::prefix(p));
         loop {
             let chunk = self.db.scan(Some(&lo), hi.as_deref(), 4096)?;
@@ -502,6 +537,9 @@ pub(crate) struct Tx<'s> {
     invalid: Vec<Vec<u8>>,
     /// Some client tracks keys (read once, when the transaction starts).
     track: bool,
+    /// Keys created (+1) and deleted (-1) per hash slot in physical database 0, kept
+    /// in cluster mode (`cluster/slotcount.rs`).
+    slot_deltas: Vec<(u16, i64)>,
     /// The replication feed is active: keyspace notifications of every class are
     /// recorded for the replication record (read once, when the transaction starts).
     replicating: bool,
@@ -544,6 +582,7 @@ impl<'s> Tx<'s> {
             invalid: Vec::new(),
             track: store.tracking.active(),
             replicating: store.feed.active(),
+            slot_deltas: Vec::new(),
             origin: 0,
             may_block: false,
             run: RunKind::Fresh,
@@ -617,9 +656,23 @@ impl<'s> Tx<'s> {
         }
     }
 
+    /// Records a key created or deleted for the per-slot counts (cluster mode,
+    /// database 0 only).
+    fn slot_delta(&mut self, key: &[u8], d: i64) {
+        if self.phys == 0 && self.store.slots.get().is_some() {
+            self.slot_deltas
+                .push((crate::cluster::keyslot::slot(key), d));
+        }
+    }
+
     /// FLUSHDB: every key goes, atomically with the rest of this transaction.
     pub(crate) fn flush(&mut self) {
         self.writes.clear();
+        // Keys counted so far are gone with the rest (the flush zeroes database 0's
+        // slot counts at the commit).
+        if self.phys == 0 {
+            self.slot_deltas.clear();
+        }
         self.flushed = Some(false);
         // Counts restart from zero at the commit's flush.
         self.dkeys = 0;
@@ -630,6 +683,7 @@ impl<'s> Tx<'s> {
     /// transaction.
     pub(crate) fn flush_all(&mut self) {
         self.flush();
+        self.slot_deltas.clear();
         self.flushed = Some(true);
     }
 
@@ -968,6 +1022,7 @@ impl<'s> Tx<'s> {
         self.touch(key, false);
         if old.is_none() {
             self.dkeys += 1;
+            self.slot_delta(key, 1);
             self.event(class::NEW, "new", key);
         }
         self.dexpires += i64::from(new.expire_at.is_some()) - i64::from(old_exp.is_some());
@@ -1016,6 +1071,7 @@ impl<'s> Tx<'s> {
             self.dexpires -= 1;
         }
         self.dkeys -= 1;
+        self.slot_delta(key, -1);
         for &ns in old.ty.spaces() {
             for (k, _) in self.prefix_scan(&sub_prefix(ns, key), usize::MAX)? {
                 self.delete(k);

@@ -28,6 +28,7 @@ pub(crate) mod keyslot;
 pub(crate) mod migrate;
 pub(crate) mod persist;
 pub(crate) mod redirect;
+pub(crate) mod slotcount;
 pub(crate) mod topology;
 pub(crate) mod wire;
 
@@ -121,7 +122,8 @@ impl Cluster {
     }
 
     /// Lets background migrations reach the server, and (in cluster mode) restores
-    /// the view saved in the data directory's nodes file and saves every later one.
+    /// the view saved in the data directory's nodes file and saves every later one,
+    /// and starts the per-slot key counts.
     ///
     /// # Errors
     /// The nodes file cannot be read or is damaged.
@@ -131,6 +133,10 @@ impl Cluster {
         if !cl.enabled {
             return Ok(());
         }
+        shared
+            .store
+            .enable_slot_counts()
+            .map_err(|e| format!("counting the keys per slot: {e}"))?;
         let (path, saved) = persist::read(&shared.fixed.dir)?;
         if let Some(v) = saved {
             eprintln!(

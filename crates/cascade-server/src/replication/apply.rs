@@ -95,9 +95,13 @@ pub(crate) fn apply_records(
                     for p in targets {
                         let live = raise::live_before_flush(shared, p);
                         store.flush_db(p)?;
+                        if p == 0 {
+                            raised.forget_db0();
+                        }
                         raise::flushed(shared, &live);
                     }
                 }
+                raised.count_slots(shared, &c.writes)?;
                 raised.note(shared, c.writes.iter().map(|(k, _)| k), c.events);
                 for (k, v) in c.writes {
                     match v {

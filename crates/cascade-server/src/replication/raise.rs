@@ -18,8 +18,14 @@
 //! (`keyspace::owner_of` for element entries, the metadata namespace for the key
 //! itself), under the physical database's prefix (`databases::prefix`).
 //!
+//! In cluster mode the per-slot key counts (`cluster/slotcount.rs`) follow the
+//! records too: a metadata put of a key that did not exist adds one to its slot, a
+//! metadata delete of one that did removes one (existence is read before the batch,
+//! through the burst's own earlier writes).
+//!
 //! Called by `apply.rs` after the batch holding the records is written, still under
-//! every stripe lock, like the primary's commit. No state of its own.
+//! every stripe lock, like the primary's commit. No state of its own beyond one
+//! burst.
 
 use crate::databases::DB_PREFIX;
 use crate::keyspace::{self, NS_META};
@@ -52,6 +58,10 @@ pub(crate) struct Raised {
     invalid: Vec<Vec<u8>>,
     /// Keyspace notifications: class, event, key, logical database.
     events: Vec<(u32, String, Vec<u8>, u32)>,
+    /// Per-slot key count changes of database 0 (cluster mode).
+    slots: Vec<(u16, i64)>,
+    /// Whether each database-0 key written in this burst exists after its last write.
+    exists: std::collections::HashMap<Vec<u8>, bool>,
 }
 
 impl Raised {
@@ -87,9 +97,52 @@ impl Raised {
         }
     }
 
+    /// Notes the key creations and deletions of a record's writes in database 0 for
+    /// the per-slot counts (cluster mode only).
+    ///
+    /// # Errors
+    /// Reading a key's metadata failed.
+    pub(crate) fn count_slots(
+        &mut self,
+        shared: &Shared,
+        writes: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> crate::error::CmdResult<()> {
+        if shared.store.slot_counts().is_none() {
+            return Ok(());
+        }
+        for (k, v) in writes {
+            if k.first() != Some(&NS_META) {
+                continue;
+            }
+            let before = match self.exists.get(k) {
+                Some(&e) => e,
+                None => shared.store.db().get(k)?.is_some(),
+            };
+            let after = v.is_some();
+            if before != after {
+                let slot = crate::cluster::keyslot::slot(&k[1..]);
+                self.slots.push((slot, if after { 1 } else { -1 }));
+            }
+            self.exists.insert(k.clone(), after);
+        }
+        Ok(())
+    }
+
+    /// A FLUSHDB/FLUSHALL record emptied database 0: what this burst knew of its keys
+    /// is void (the flush zeroed the counts).
+    pub(crate) fn forget_db0(&mut self) {
+        self.exists.clear();
+        self.slots.clear();
+    }
+
     /// Raises what was noted (the batch is written).
     pub(crate) fn raise(&mut self, shared: &Shared) {
         let store = &shared.store;
+        if let Some(sc) = store.slot_counts() {
+            for (slot, d) in self.slots.drain(..) {
+                sc.add(slot, d);
+            }
+        }
         if !self.touched.is_empty() {
             store.notify().touched(&std::mem::take(&mut self.touched));
         }
