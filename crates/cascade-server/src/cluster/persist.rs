@@ -50,18 +50,15 @@ pub(crate) fn encode(v: &View) -> String {
     }
     for (i, n) in v.topo.nodes.iter().enumerate() {
         let _ = write!(o, "node {} {} {}", n.id, n.ip, n.port);
-        match &n.master {
-            Some(m) => {
-                let _ = write!(o, " slave {m}");
-            }
-            None => {
-                o.push_str(" master -");
-                for (a, b) in v.topo.ranges_of(i) {
-                    if a == b {
-                        let _ = write!(o, " {a}");
-                    } else {
-                        let _ = write!(o, " {a}-{b}");
-                    }
+        if let Some(m) = &n.master {
+            let _ = write!(o, " slave {m}");
+        } else {
+            o.push_str(" master -");
+            for (a, b) in v.topo.ranges_of(i) {
+                if a == b {
+                    let _ = write!(o, " {a}");
+                } else {
+                    let _ = write!(o, " {a}-{b}");
                 }
             }
         }
