@@ -267,8 +267,13 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
 
     let s = "persistence";
     let rec = shared.store.db().recovery_info();
-    l.info(s, "loading", 0);
+    let loading = shared.repl.loading();
+    l.info(s, "loading", u8::from(loading));
     l.info(s, "async_loading", 0);
+    if loading {
+        // A full sync from a primary: bytes of its data applied so far.
+        l.info(s, "loading_loaded_bytes", shared.repl.loaded_bytes());
+    }
     l.info(s, "rdb_changes_since_last_save", 0);
     l.info(s, "rdb_bgsave_in_progress", 0);
     l.info(

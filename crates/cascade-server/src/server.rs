@@ -95,14 +95,19 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         .map(|_| Arc::new(WorkerStats::new(commands.specs.len())))
         .collect();
     let mut fixed = ServerConfig { threads, ..cfg };
+    // `cluster-enabled yes` in the --config file counts as --cluster-enabled.
+    fixed.cluster_enabled |=
+        crate::cluster::persist::enabled_in_config(fixed.config_file.as_deref())
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?;
     // The budget in effect: a quarter of the pool as it was created, which an existing
     // store keeps whatever `--pool-size` says now (CONFIG GET reports this).
     fixed.engine.fast_budget = db.stats().fast_budget_bytes;
     let metrics = Metrics::new(commands.names(), stats.clone());
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
     crate::scripting::start(&shared)?;
+    // Before replication starts: a replica's first records already count per slot.
+    crate::cluster::Cluster::attach(&shared).map_err(ServeError::Store)?;
     crate::replication::start(&shared)?;
-    crate::cluster::Cluster::attach(&shared);
 
     let mut poll = Poll::new()?;
     poll.registry()

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use cascadekv::{Db, DbIter, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::cluster::slotcount::SlotCounts;
 use crate::cursors::Cursors;
 use crate::databases::{self, Databases, DB0_END, MAP_KEY};
 use crate::error::{CmdError, CmdResult};
@@ -76,6 +77,8 @@ pub(crate) struct Store {
     access: crate::access::AccessClock,
     /// MIGRATE's cached connections (`cmd/keyspace/migrate.rs`).
     migrate: crate::cmd::keyspace::migrate::Sockets,
+    /// Keys per hash slot of database 0, in cluster mode (`cluster/slotcount.rs`).
+    slots: std::sync::OnceLock<SlotCounts>,
 }
 
 impl std::fmt::Debug for Store {
@@ -108,6 +111,7 @@ impl Store {
             feed: Feed::default(),
             access: crate::access::AccessClock::default(),
             migrate: crate::cmd::keyspace::migrate::Sockets::default(),
+            slots: std::sync::OnceLock::new(),
         };
         for p in store.dbs.physical_ids() {
             let (keys, expires) = store.count_keys(p)?;
@@ -195,7 +199,27 @@ impl Store {
             self.dbs.clear(p);
             self.dbs.add(p, keys, expires);
         }
+        if let Some(sc) = self.slots.get() {
+            sc.rebuild(&self.db)?;
+        }
         Ok(())
+    }
+
+    /// Starts keeping keys per hash slot (cluster mode, at start: one scan of
+    /// database 0's metadata).
+    ///
+    /// # Errors
+    /// The keyspace could not be read.
+    pub(crate) fn enable_slot_counts(&self) -> CmdResult<()> {
+        if self.slots.get().is_none() {
+            let _ = self.slots.set(SlotCounts::build(&self.db)?);
+        }
+        Ok(())
+    }
+
+    /// Keys per hash slot of physical database 0, if kept.
+    pub(crate) fn slot_counts(&self) -> Option<&SlotCounts> {
+        self.slots.get()
     }
 
     /// A key as the WATCH and blocking registries know it: qualified by its
@@ -320,6 +344,7 @@ impl Store {
             foreign,
             invalid,
             origin,
+            slot_deltas,
             ..
         } = tx;
         let _feed = self.feed.enter();
@@ -334,6 +359,9 @@ impl Store {
             crate::durable::note_write();
         }
         // The replication record, encoded before the batch consumes the writes.
+        // It carries the keyspace notifications too, so a replica's clients hear
+        // them (recorded for every class while the feed is active: the replica's own
+        // `notify-keyspace-events` decides what it publishes).
         let record = (changes && self.feed.active()).then(|| {
             let mut counts = vec![(phys, dkeys, dexpires)];
             counts.extend(foreign.iter().copied());
@@ -342,6 +370,7 @@ impl Store {
                 phys,
                 writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
                 &counts,
+                &events,
             )
         });
         if let Some(all) = flushed {
@@ -389,6 +418,11 @@ impl Store {
         self.dbs.add(phys, dkeys, dexpires);
         for (p, k, e) in foreign {
             self.dbs.add(p, k, e);
+        }
+        if let Some(sc) = self.slots.get() {
+            for (slot, d) in slot_deltas {
+                sc.add(slot, d);
+            }
         }
         if let Some(r) = record {
             self.feed.append(&r);
@@ -461,6 +495,11 @@ impl Store {
 
     /// Deletes every key of physical database `p`. The caller holds every stripe lock.
     pub(crate) fn flush_db(&self, p: u16) -> CmdResult<()> {
+        if p == 0 {
+            if let Some(sc) = self.slots.get() {
+                sc.clear();
+            }
+        }
         let (lo, hi) = db_bounds(&databases::prefix(p));
         loop {
             let chunk = self.db.scan(Some(&lo), hi.as_deref(), 4096)?;
@@ -479,7 +518,7 @@ impl Store {
 }
 
 /// A key qualified by its physical database (WATCH and blocking registries).
-fn qualified(p: u16, key: &[u8]) -> Vec<u8> {
+pub(crate) fn qualified(p: u16, key: &[u8]) -> Vec<u8> {
     let mut q = Vec::with_capacity(2 + key.len());
     q.extend_from_slice(&p.to_be_bytes());
     q.extend_from_slice(key);
@@ -545,6 +584,12 @@ pub(crate) struct Tx<'s> {
     invalid: Vec<Vec<u8>>,
     /// Some client tracks keys (read once, when the transaction starts).
     track: bool,
+    /// Keys created (+1) and deleted (-1) per hash slot in physical database 0, kept
+    /// in cluster mode (`cluster/slotcount.rs`).
+    slot_deltas: Vec<(u16, i64)>,
+    /// The replication feed is active: keyspace notifications of every class are
+    /// recorded for the replication record (read once, when the transaction starts).
+    replicating: bool,
     /// The client whose command this is (0: the server itself, e.g. the expiry
     /// sweeper); tracking's NOLOOP skips its own changes.
     origin: u64,
@@ -584,6 +629,8 @@ impl<'s> Tx<'s> {
             changes: Vec::new(),
             invalid: Vec::new(),
             track: store.tracking.active(),
+            replicating: store.feed.active(),
+            slot_deltas: Vec::new(),
             origin: 0,
             may_block: false,
             run: RunKind::Fresh,
@@ -657,9 +704,23 @@ impl<'s> Tx<'s> {
         }
     }
 
+    /// Records a key created or deleted for the per-slot counts (cluster mode,
+    /// database 0 only).
+    fn slot_delta(&mut self, key: &[u8], d: i64) {
+        if self.phys == 0 && self.store.slots.get().is_some() {
+            self.slot_deltas
+                .push((crate::cluster::keyslot::slot(key), d));
+        }
+    }
+
     /// FLUSHDB: every key goes, atomically with the rest of this transaction.
     pub(crate) fn flush(&mut self) {
         self.writes.clear();
+        // Keys counted so far are gone with the rest (the flush zeroes database 0's
+        // slot counts at the commit).
+        if self.phys == 0 {
+            self.slot_deltas.clear();
+        }
         self.flushed = Some(false);
         // Counts restart from zero at the commit's flush.
         self.dkeys = 0;
@@ -670,6 +731,7 @@ impl<'s> Tx<'s> {
     /// transaction.
     pub(crate) fn flush_all(&mut self) {
         self.flush();
+        self.slot_deltas.clear();
         self.flushed = Some(true);
     }
 
@@ -772,7 +834,7 @@ impl<'s> Tx<'s> {
         if self.store.notify.active() {
             self.touched.push(qualified(self.phys, key));
         }
-        if self.store.pubsub.events.publishing() {
+        if self.replicating || self.store.pubsub.events.publishing() {
             self.changes.push((key.to_vec(), Some(removed)));
         }
     }
@@ -837,7 +899,7 @@ impl<'s> Tx<'s> {
     /// of writes to one key.
     fn touch_element(&mut self, k: &[u8]) {
         let watch = self.store.notify.active();
-        let events = self.store.pubsub.events.publishing();
+        let events = self.replicating || self.store.pubsub.events.publishing();
         if !(watch || events || self.track) {
             return;
         }
@@ -1020,6 +1082,7 @@ impl<'s> Tx<'s> {
         self.touch(key, false);
         if old.is_none() {
             self.dkeys += 1;
+            self.slot_delta(key, 1);
             self.event(class::NEW, "new", key);
         }
         self.dexpires += i64::from(new.expire_at.is_some()) - i64::from(old_exp.is_some());
@@ -1040,12 +1103,12 @@ impl<'s> Tx<'s> {
     /// True if events of `class` are published (a command may skip work that only
     /// decides an event).
     pub(crate) fn notifying(&self, class: u32) -> bool {
-        self.store.pubsub.events.on(class)
+        self.replicating || self.store.pubsub.events.on(class)
     }
 
     /// [`Tx::event`] for a key of logical database `db` (MOVE's `move_to`).
     pub(crate) fn event_in(&mut self, db: usize, class: u32, event: &'static str, key: &[u8]) {
-        if self.store.pubsub.events.on(class) {
+        if self.replicating || self.store.pubsub.events.on(class) {
             self.events.push((class, event, key.to_vec(), db));
         }
     }
@@ -1068,6 +1131,7 @@ impl<'s> Tx<'s> {
             self.dexpires -= 1;
         }
         self.dkeys -= 1;
+        self.slot_delta(key, -1);
         for &ns in old.ty.spaces() {
             for (k, _) in self.prefix_scan(&sub_prefix(ns, key), usize::MAX)? {
                 self.delete(k);

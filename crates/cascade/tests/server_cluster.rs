@@ -760,3 +760,94 @@ assert rc.get("after") in ("1", None)
 "#
     ));
 }
+
+/// `cluster-enabled yes` in a `--config` file turns cluster mode on; the id, the
+/// topology, its version and a SETSLOT change come back after a SIGKILL and restart
+/// (the nodes file), and a SETNODES that is not newer is still refused after it.
+/// COUNTKEYSINSLOT follows every kind of change, on the node and on a replica.
+#[test]
+fn topology_survives_a_restart_and_config_file_enables_cluster() {
+    let dir = common::temp_dir("cluster-persist");
+    let conf = dir.with_extension("conf");
+    std::fs::write(&conf, "# test\ncluster-enabled yes\n").expect("test setup");
+    let args = ["--config", conf.to_str().expect("test setup")];
+    let mut node = Server::start_in(&dir, &args);
+    node.keep_dir = true;
+    let mut c = node.connect();
+    assert!(ok(&mut c, &["INFO", "cluster"]).contains("cluster_enabled:1"));
+    assert_eq!(ok(&mut c, &["CLUSTERX", "SETNODEID", IDS[0]]), "OK");
+    let layout = format!(
+        "{} 127.0.0.1 {} master - 0-8191\n{} 127.0.0.1 7499 master - 8192-16383\n{} 127.0.0.1 7498 slave {}",
+        IDS[0], node.port, IDS[1], IDS[2], IDS[1]
+    );
+    assert_eq!(ok(&mut c, &["CLUSTERX", "SETNODES", &layout, "5"]), "OK");
+    assert_eq!(
+        ok(
+            &mut c,
+            &["CLUSTERX", "SETSLOT", "8192", "NODE", IDS[0], "6"]
+        ),
+        "OK"
+    );
+    let nodes_before = ok(&mut c, &["CLUSTER", "NODES"]);
+    let slots_before = c.cmd(&["CLUSTER", "SLOTS"]);
+    node.kill9();
+
+    let node = Server::start_in(&dir, &args);
+    let mut c = node.connect();
+    assert_eq!(ok(&mut c, &["CLUSTER", "MYID"]), IDS[0]);
+    assert_eq!(int(&mut c, &["CLUSTERX", "VERSION"]), 6);
+    // Same text but this node's own port (it restarted on another one).
+    let nodes_after = ok(&mut c, &["CLUSTER", "NODES"]);
+    assert_eq!(nodes_after, nodes_before);
+    assert_eq!(c.cmd(&["CLUSTER", "SLOTS"]), slots_before);
+    assert!(err(&mut c, &["CLUSTERX", "SETNODES", &layout, "6"]).contains("not newer"));
+    // The slot SETSLOT gave it is served here.
+    assert_eq!(int(&mut c, &["CLUSTER", "KEYSLOT", "k3962"]), 8192);
+    assert_eq!(ok(&mut c, &["SET", "k3962", "v"]), "OK");
+
+    // COUNTKEYSINSLOT from the per-slot counts: creations, overwrites, deletions,
+    // expiry deletions, FLUSHALL, a restart (recounted), and a replica's counts.
+    let replica = Server::start(&[
+        "--cluster-enabled",
+        "--replicaof",
+        "127.0.0.1",
+        &node.port.to_string(),
+    ]);
+    let mut rc = replica.connect();
+    let count = |c: &mut Client| int(c, &["CLUSTER", "COUNTKEYSINSLOT", "8192"]);
+    assert_eq!(count(&mut c), 1);
+    for k in ["{k3962}a", "{k3962}b", "{k3962}c"] {
+        assert_eq!(ok(&mut c, &["SET", k, "1"]), "OK");
+    }
+    assert_eq!(ok(&mut c, &["SET", "k3962", "again"]), "OK");
+    assert_eq!(int(&mut c, &["HSET", "{k3962}h", "f", "v"]), 1);
+    assert_eq!(count(&mut c), 5);
+    assert_eq!(int(&mut c, &["DEL", "{k3962}a", "{k3962}missing"]), 1);
+    assert_eq!(int(&mut c, &["HDEL", "{k3962}h", "f"]), 1);
+    assert_eq!(ok(&mut c, &["SET", "{k3962}e", "1", "PX", "1"]), "OK");
+    std::thread::sleep(Duration::from_millis(5));
+    // A write that finds it expired deletes it.
+    assert_eq!(int(&mut c, &["EXPIRE", "{k3962}e", "100"]), 0);
+    assert_eq!(count(&mut c), 3);
+    assert_eq!(int(&mut c, &["CLUSTER", "COUNTKEYSINSLOT", "0"]), 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // (-LOADING until its full sync is done.)
+    loop {
+        let r = rc.cmd(&["CLUSTER", "COUNTKEYSINSLOT", "8192"]);
+        if r == Reply::Int(3) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica's count: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(replica);
+    let mut node = node;
+    node.keep_dir = true;
+    node.kill9();
+    let node = Server::start_in(&dir, &args);
+    let mut c = node.connect();
+    assert_eq!(count(&mut c), 3);
+    assert_eq!(ok(&mut c, &["FLUSHALL"]), "OK");
+    assert_eq!(count(&mut c), 0);
+    let _ = std::fs::remove_file(&conf);
+}

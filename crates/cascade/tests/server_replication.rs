@@ -3,7 +3,10 @@
 //! SWAPDB; `WAIT`, `ROLE`, `INFO replication`, `-READONLY`; a replica restarted after
 //! SIGKILL continuing partially; a promotion followed by the second id; a backlog
 //! overrun falling back to a full sync; a SIGSTOP partition; a primary that vanishes in
-//! the middle of a full sync; `CONFIG REWRITE`; `CLIENT KILL TYPE`.
+//! the middle of a full sync; a replica SIGKILLed in the middle of a full sync (never
+//! serves the partial data); `REPLICAOF NO ONE` mid full sync; keyspace
+//! notifications, WATCH and client-side-caching invalidations raised on a replica;
+//! `CONFIG REWRITE`; `CLIENT KILL TYPE`.
 
 mod common;
 
@@ -403,44 +406,7 @@ fn primary_vanishing_mid_full_sync() {
     let fake = TcpListener::bind("127.0.0.1:0").expect("test setup");
     let fport = fake.local_addr().expect("test setup").port().to_string();
     let replica = Server::start(&["--replicaof", "127.0.0.1", &fport]);
-    let (mut s, _) = fake.accept().expect("test setup");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("test setup");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let mut synced = false;
-    while !synced {
-        let n = s.read(&mut buf).expect("test setup");
-        assert!(n > 0, "the replica closed the handshake");
-        got.extend_from_slice(&buf[..n]);
-        // Answer each complete command in order.
-        while let Some(end) = find_command_end(&got) {
-            let cmd = String::from_utf8_lossy(&got[..end]).to_string();
-            got.drain(..end);
-            if cmd.contains("PSYNC") {
-                s.write_all(b"+FULLRESYNC 1111111111111111111111111111111111111111 0\r\n")
-                    .expect("test setup");
-                // One chunk frame with one entry, then the connection drops.
-                let mut body = vec![b'K'];
-                body.extend_from_slice(&1u32.to_le_bytes());
-                for part in [&b"\x7fjunk"[..], b"v"] {
-                    body.extend_from_slice(
-                        &u32::try_from(part.len()).expect("test setup").to_le_bytes(),
-                    );
-                    body.extend_from_slice(part);
-                }
-                s.write_all(&u32::try_from(body.len()).expect("test setup").to_le_bytes())
-                    .expect("test setup");
-                s.write_all(&body).expect("test setup");
-                synced = true;
-                break;
-            } else if cmd.contains("PING") {
-                s.write_all(b"+PONG\r\n").expect("test setup");
-            } else {
-                s.write_all(b"+OK\r\n").expect("test setup");
-            }
-        }
-    }
+    let s = fake_full_sync(&fake, &[(b"\x7fjunk", b"v")]);
     drop(s);
     drop(fake);
     let mut r = replica.connect();
@@ -461,6 +427,247 @@ fn primary_vanishing_mid_full_sync() {
     );
     caught_up(&primary, &replica);
     assert_eq!(dump(&mut p), dump(&mut r));
+}
+
+/// Plays a primary on `fake` up to the middle of a full sync: answers the replica's
+/// handshake, sends `+FULLRESYNC` and one chunk frame of `pairs` (engine entries),
+/// and returns the open connection.
+fn fake_full_sync(fake: &TcpListener, pairs: &[(&[u8], &[u8])]) -> std::net::TcpStream {
+    let (mut s, _) = fake.accept().expect("test setup");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("test setup");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).expect("test setup");
+        assert!(n > 0, "the replica closed the handshake");
+        got.extend_from_slice(&buf[..n]);
+        // Answer each complete command in order.
+        while let Some(end) = find_command_end(&got) {
+            let cmd = String::from_utf8_lossy(&got[..end]).to_string();
+            got.drain(..end);
+            if cmd.contains("PSYNC") {
+                s.write_all(b"+FULLRESYNC 1111111111111111111111111111111111111111 0\r\n")
+                    .expect("test setup");
+                let mut body = vec![b'K'];
+                body.extend_from_slice(
+                    &u32::try_from(pairs.len())
+                        .expect("test setup")
+                        .to_le_bytes(),
+                );
+                for (k, v) in pairs {
+                    for part in [k, v] {
+                        body.extend_from_slice(
+                            &u32::try_from(part.len()).expect("test setup").to_le_bytes(),
+                        );
+                        body.extend_from_slice(part);
+                    }
+                }
+                s.write_all(&u32::try_from(body.len()).expect("test setup").to_le_bytes())
+                    .expect("test setup");
+                s.write_all(&body).expect("test setup");
+                return s;
+            } else if cmd.contains("PING") {
+                s.write_all(b"+PONG\r\n").expect("test setup");
+            } else {
+                s.write_all(b"+OK\r\n").expect("test setup");
+            }
+        }
+    }
+}
+
+fn loading_error() -> Reply {
+    Reply::Error("LOADING Redis is loading the dataset in memory".into())
+}
+
+/// Waits until the replica has applied the first chunk of its full sync.
+fn chunk_applied(c: &mut Client) {
+    wait_for("the first chunk to be applied", 10, || {
+        info_field(c, "persistence", "loading_loaded_bytes")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    });
+}
+
+/// The string `partial` = "v" as an engine entry (metadata namespace 01, type 0).
+const PARTIAL: (&[u8], &[u8]) = (b"\x01partial", b"\x00\x00v");
+
+/// A replica SIGKILLed in the middle of a full sync (one chunk applied) never serves
+/// the partial data: restarted as a primary it refuses to start and says how to
+/// recover; restarted as a replica it answers -LOADING until a full sync completes.
+#[test]
+fn replica_killed_mid_full_sync_never_serves_partial_data() {
+    let fake = TcpListener::bind("127.0.0.1:0").expect("test setup");
+    let fport = fake.local_addr().expect("test setup").port().to_string();
+    let rdir = temp_dir("midsync");
+    let mut replica = Server::start_in(&rdir, &["--replicaof", "127.0.0.1", &fport]);
+    replica.keep_dir = true;
+    let link = fake_full_sync(&fake, &[PARTIAL]);
+    let mut r = replica.connect();
+    chunk_applied(&mut r);
+    assert_eq!(
+        info_field(&mut r, "persistence", "loading").as_deref(),
+        Some("1")
+    );
+    replica.kill9();
+    drop(link);
+
+    // As a primary: refused, with the reason and the way out.
+    let log = rdir.with_extension("stderr");
+    match Server::try_start_in(&rdir, &[], Some(&log)) {
+        Ok(_) => panic!("a store with a partial full sync started as a primary"),
+        Err((code, text)) => {
+            assert_ne!(code, Some(0));
+            assert!(
+                text.contains("full sync") && text.contains("--replicaof"),
+                "{text}"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&log);
+
+    // As a replica of a primary that does not answer yet: -LOADING, never the data.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("test setup");
+    let sport = silent.local_addr().expect("test setup").port().to_string();
+    let mut replica = Server::start_in(&rdir, &["--replicaof", "127.0.0.1", &sport]);
+    replica.keep_dir = true;
+    let mut r = replica.connect();
+    assert_eq!(r.cmd(&["GET", "partial"]), loading_error());
+    assert_eq!(r.cmd(&["DBSIZE"]), loading_error());
+    assert_eq!(
+        info_field(&mut r, "persistence", "loading").as_deref(),
+        Some("1")
+    );
+    // Pointed at a real primary, it loads a full sync and serves exactly its data.
+    let primary = Server::start(&[]);
+    let mut p = primary.connect();
+    fill(&mut p, "real");
+    let port = primary.port.to_string();
+    assert_eq!(
+        r.cmd(&["REPLICAOF", "127.0.0.1", &port]),
+        Reply::Simple("OK".into())
+    );
+    caught_up(&primary, &replica);
+    assert_eq!(r.cmd(&["GET", "partial"]), Reply::Bulk(None));
+    assert_eq!(dump(&mut p), dump(&mut r));
+    // Synced: it restarts as a primary with that data.
+    replica.kill9();
+    let replica = Server::start_in(&rdir, &[]);
+    let mut r = replica.connect();
+    assert_eq!(dump(&mut p), dump(&mut r));
+    drop(silent);
+}
+
+/// REPLICAOF NO ONE in the middle of a full sync discards the partial data (as Redis
+/// empties its data set after a failed load): the node is an empty primary, also
+/// after a restart.
+#[test]
+fn promotion_mid_full_sync_discards_partial_data() {
+    let fake = TcpListener::bind("127.0.0.1:0").expect("test setup");
+    let fport = fake.local_addr().expect("test setup").port().to_string();
+    let rdir = temp_dir("midsync-noone");
+    let mut replica = Server::start_in(&rdir, &["--replicaof", "127.0.0.1", &fport]);
+    replica.keep_dir = true;
+    let link = fake_full_sync(&fake, &[PARTIAL]);
+    let mut r = replica.connect();
+    chunk_applied(&mut r);
+    assert_eq!(r.cmd(&["GET", "partial"]), loading_error());
+    assert_eq!(
+        r.cmd(&["REPLICAOF", "NO", "ONE"]),
+        Reply::Simple("OK".into())
+    );
+    drop(link);
+    assert_eq!(r.cmd(&["GET", "partial"]), Reply::Bulk(None));
+    assert_eq!(r.cmd(&["DBSIZE"]), Reply::Int(0));
+    assert_eq!(r.cmd(&["SET", "fresh", "1"]), Reply::Simple("OK".into()));
+    replica.kill9();
+    let replica = Server::start_in(&rdir, &[]);
+    let mut r = replica.connect();
+    assert_eq!(r.cmd(&["GET", "partial"]), Reply::Bulk(None));
+    assert_eq!(text(&r.cmd(&["GET", "fresh"])), "1");
+}
+
+/// Records applied on a replica raise what the primary's commands raise there:
+/// keyspace notifications (by the replica's own notify-keyspace-events), WATCH
+/// invalidation (a read-only MULTI/EXEC on the replica aborts), client-side-caching
+/// invalidations, and the flush forms of the last two.
+#[test]
+fn replica_raises_notifications_watch_and_tracking() {
+    let primary = Server::start(&[]);
+    let port = primary.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let mut p = primary.connect();
+    p.cmd(&["SET", "k", "0"]);
+    p.cmd(&["SET", "other", "0"]);
+    caught_up(&primary, &replica);
+    let mut r = replica.connect();
+    // Notifications are off on the primary, on on the replica.
+    assert_eq!(
+        r.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]),
+        Reply::Simple("OK".into())
+    );
+    let mut sub = replica.connect();
+    sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:*"]);
+    let mut evsub = replica.connect();
+    evsub.cmd(&["SUBSCRIBE", "__keyevent@0__:hset"]);
+    // WATCH on the replica: one key the primary changes, one it does not.
+    let mut w = replica.connect();
+    let mut w2 = replica.connect();
+    assert_eq!(w.cmd(&["WATCH", "k"]), Reply::Simple("OK".into()));
+    assert_eq!(w2.cmd(&["WATCH", "other"]), Reply::Simple("OK".into()));
+    // Client-side caching on the replica.
+    let mut t = replica.connect();
+    assert!(matches!(t.cmd(&["HELLO", "3"]), Reply::Array(Some(_))));
+    assert_eq!(
+        t.cmd(&["CLIENT", "TRACKING", "on"]),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(text(&t.cmd(&["GET", "k"])), "0");
+
+    p.cmd(&["SET", "k", "1"]);
+    p.cmd(&["HSET", "h", "f", "v"]);
+    p.cmd(&["DEL", "h"]);
+    caught_up(&primary, &replica);
+    // KEA: `new` is not among them (as in Redis, `A` leaves out `n`).
+    let events: Vec<String> = (0..3)
+        .map(|_| text(&sub.read().expect("keyspace event")))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "[pmessage,__keyspace@0__:*,__keyspace@0__:k,set]",
+            "[pmessage,__keyspace@0__:*,__keyspace@0__:h,hset]",
+            "[pmessage,__keyspace@0__:*,__keyspace@0__:h,del]",
+        ]
+    );
+    assert_eq!(
+        text(&evsub.read().expect("keyevent")),
+        "[message,__keyevent@0__:hset,h]"
+    );
+    assert_eq!(text(&t.read().expect("invalidation")), "[invalidate,[k]]");
+    for (c, aborted) in [(&mut w, true), (&mut w2, false)] {
+        assert_eq!(c.cmd(&["MULTI"]), Reply::Simple("OK".into()));
+        assert_eq!(c.cmd(&["GET", "k"]), Reply::Simple("QUEUED".into()));
+        let r = c.cmd(&["EXEC"]);
+        if aborted {
+            assert_eq!(r, Reply::Array(None), "EXEC after a replicated change");
+        } else {
+            assert_eq!(text(&r), "[1]");
+        }
+    }
+
+    // FLUSHALL: the tracking client hears the flush, a watcher of an existing key aborts.
+    assert_eq!(text(&t.cmd(&["GET", "k"])), "1");
+    assert_eq!(w.cmd(&["WATCH", "other"]), Reply::Simple("OK".into()));
+    p.cmd(&["FLUSHALL"]);
+    caught_up(&primary, &replica);
+    assert_eq!(
+        text(&t.read().expect("flush invalidation")),
+        "[invalidate,(nil)]"
+    );
+    w.cmd(&["MULTI"]);
+    w.cmd(&["PING"]);
+    assert_eq!(w.cmd(&["EXEC"]), Reply::Array(None));
 }
 
 /// The length of the first complete RESP array command in `b`.

@@ -146,8 +146,15 @@ fn cluster(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             .ok()
             .filter(|&s| usize::from(s) < SLOTS)
             .ok_or_else(|| CmdError::err("Invalid slot"))?;
-        let keys = migrate::keys_in_slot(&ctx.shared.store, s, usize::MAX)?;
-        reply::int(out, i64::try_from(keys.len()).unwrap_or(i64::MAX));
+        let store = &ctx.shared.store;
+        // The per-slot counts (O(1)) while logical database 0 is physical 0 (always,
+        // unless a SWAPDB moved it); else a scan.
+        let n = match store.slot_counts() {
+            Some(sc) if store.dbs().physical(0) == Some(0) => sc.get(s),
+            _ => i64::try_from(migrate::keys_in_slot(store, s, usize::MAX)?.len())
+                .unwrap_or(i64::MAX),
+        };
+        reply::int(out, n);
     } else if is(sub, "getkeysinslot") && n == 4 {
         let s = int_arg(c.arg(2))?;
         let count = int_arg(c.arg(3))?;

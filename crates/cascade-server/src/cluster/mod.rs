@@ -11,18 +11,24 @@
 //! owners parsed from SETNODES), `redirect` (the per-command check the dispatcher
 //! calls), `migrate` (moving a slot's keys to another node while clients write),
 //! `wire` (the small RESP client the migration speaks to the destination with),
-//! `commands` (CLUSTER, CLUSTERX, READONLY, READWRITE, ASKING).
+//! `commands` (CLUSTER, CLUSTERX, READONLY, READWRITE, ASKING), `persist` (the nodes
+//! file a restarted node reads its view back from, and `cluster-enabled` in a
+//! `--config` file).
 //!
 //! Shared state and its guards: [`Cluster::view`] is an `Arc<View>` behind a
 //! `parking_lot::RwLock`, replaced whole on every change (topology, my id, a slot
 //! migrated away or imported), so a command reads one consistent view; the
 //! migration's own state is in [`migrate::Migration`] (its fields document their
-//! locks); `importers` (connections importing a slot) has its own mutex.
+//! locks); `importers` (connections importing a slot) has its own mutex. Every new
+//! view is written to the nodes file under the view's write lock before it is
+//! published (`persist.rs`).
 
 pub(crate) mod commands;
 pub(crate) mod keyslot;
 pub(crate) mod migrate;
+pub(crate) mod persist;
 pub(crate) mod redirect;
+pub(crate) mod slotcount;
 pub(crate) mod topology;
 pub(crate) mod wire;
 
@@ -102,6 +108,8 @@ pub(crate) struct Cluster {
     importers: Mutex<Vec<(u64, u16)>>,
     /// The server, for the migration thread (set by `server::run`).
     owner: OnceLock<Weak<Shared>>,
+    /// The nodes file every view is saved to (set at start in cluster mode).
+    nodes_file: OnceLock<std::path::PathBuf>,
 }
 
 impl Cluster {
@@ -113,9 +121,34 @@ impl Cluster {
         }
     }
 
-    /// Lets background migrations reach the server.
-    pub(crate) fn attach(shared: &Arc<Shared>) {
-        let _ = shared.cluster.owner.set(Arc::downgrade(shared));
+    /// Lets background migrations reach the server, and (in cluster mode) restores
+    /// the view saved in the data directory's nodes file and saves every later one,
+    /// and starts the per-slot key counts.
+    ///
+    /// # Errors
+    /// The nodes file cannot be read or is damaged.
+    pub(crate) fn attach(shared: &Arc<Shared>) -> Result<(), String> {
+        let cl = &shared.cluster;
+        let _ = cl.owner.set(Arc::downgrade(shared));
+        if !cl.enabled {
+            return Ok(());
+        }
+        shared
+            .store
+            .enable_slot_counts()
+            .map_err(|e| format!("counting the keys per slot: {e}"))?;
+        let (path, saved) = persist::read(&shared.fixed.dir)?;
+        if let Some(v) = saved {
+            eprintln!(
+                "cascade: cluster view restored from {} (version {}, {} nodes)",
+                path.display(),
+                v.topo.version,
+                v.topo.nodes.len()
+            );
+            *cl.view.write() = Arc::new(v);
+        }
+        let _ = cl.nodes_file.set(path);
+        Ok(())
     }
 
     /// The server, if attached and running.
@@ -128,10 +161,17 @@ impl Cluster {
         self.view.read().clone()
     }
 
-    /// Replaces the view with `f(current)`, or leaves it if `f` fails.
-    pub(crate) fn update<E>(&self, f: impl FnOnce(&View) -> Result<View, E>) -> Result<(), E> {
+    /// Replaces the view with `f(current)`, saved to the nodes file first, or leaves
+    /// it if `f` fails or the file cannot be written.
+    pub(crate) fn update<E: From<persist::PersistError>>(
+        &self,
+        f: impl FnOnce(&View) -> Result<View, E>,
+    ) -> Result<(), E> {
         let mut g = self.view.write();
         let next = f(&g)?;
+        if let Some(path) = self.nodes_file.get() {
+            persist::write(path, &next)?;
+        }
         *g = Arc::new(next);
         Ok(())
     }

@@ -9,7 +9,8 @@
 //! `Store::commit`), `record` (the node-to-node frame format), `primary` (serving a
 //! replica: full sync and streaming, its acks), `replica` (the link to a primary:
 //! handshake, loading, applying), `apply` (applying records to the engine with the
-//! replication position in the same batch), `info` (`INFO replication`, `ROLE`),
+//! replication position in the same batch), `raise` (the WATCH, client-side-caching
+//! and keyspace notifications of applied records), `info` (`INFO replication`, `ROLE`),
 //! `settings` (the replication parameters, `--config` and `CONFIG REWRITE`).
 //!
 //! Invariants: a replica's engine holds, in the reserved entry [`REPL_KEY`], the
@@ -17,7 +18,11 @@
 //! same engine batch as each record), so a restarted replica resumes with a partial
 //! resync; a node that accepts writes as a primary has no such entry (it is deleted at
 //! start as a primary and at `REPLICAOF NO ONE`), so its history can never be mistaken
-//! for a primary's.
+//! for a primary's. A store in the middle of a full sync carries the mark
+//! [`SYNC_KEY`] (its data is partial): started as a replica it loads a full sync again
+//! and answers `-LOADING` until then; started as a primary it refuses to start
+//! ([`PARTIAL_SYNC`]); `REPLICAOF NO ONE` on it discards the partial data. So partial
+//! data is never served.
 //!
 //! Locks: `state` (a mutex) guards the role, the replication ids and the link status;
 //! `peers` (a mutex) the list of connected replicas (each [`Peer`]'s fields are
@@ -28,6 +33,7 @@ pub(crate) mod apply;
 pub(crate) mod backlog;
 pub(crate) mod info;
 pub(crate) mod primary;
+pub(crate) mod raise;
 pub(crate) mod record;
 pub(crate) mod replica;
 pub(crate) mod settings;
@@ -46,6 +52,17 @@ use crate::shared::Shared;
 /// The engine entry holding a replica's replication id and applied offset
 /// (`docs/formats.md`): namespace `0x0D`, beside the database map.
 pub(crate) const REPL_KEY: &[u8] = &[0x0D, b'r', b'e', b'p', b'l'];
+
+/// The engine entry marking a full sync in progress (`docs/formats.md` §14): present
+/// from before the first record of a full sync is applied until the batch that ends
+/// it; its value is empty.
+pub(crate) const SYNC_KEY: &[u8] = &[0x0D, b's', b'y', b'n', b'c'];
+
+/// Why a store marked [`SYNC_KEY`] does not start as a primary.
+pub(crate) const PARTIAL_SYNC: &str = "this data directory holds a full sync from a primary \
+that did not complete (the replica stopped in the middle of it), so its data is partial \
+and is not served. Restart with --replicaof <host> <port> (or `replicaof` in the --config \
+file) to load a full sync again, or move the directory away to start an empty primary";
 
 /// How the link to the primary stands (`ROLE`'s state, `master_link_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +144,9 @@ pub(crate) struct Repl {
     pub(crate) settings: Mutex<settings::Settings>,
     /// A full sync is being loaded: commands answer `-LOADING`.
     loading: AtomicBool,
+    /// Bytes of full-sync data applied since loading began (INFO
+    /// `loading_loaded_bytes`).
+    loaded: AtomicU64,
     /// Bumped at every role change; a link thread of an older generation exits.
     generation: AtomicU64,
     /// Full syncs served, partial resyncs accepted, partial resyncs refused (INFO
@@ -180,6 +200,7 @@ impl Repl {
             waiters: Mutex::new(Vec::new()),
             settings: Mutex::new(settings),
             loading: AtomicBool::new(false),
+            loaded: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             me: std::sync::OnceLock::new(),
             syncs: Default::default(),
@@ -202,7 +223,18 @@ impl Repl {
     }
 
     pub(crate) fn set_loading(&self, on: bool) {
+        self.loaded.store(0, Ordering::Relaxed);
         self.loading.store(on, Ordering::Release);
+    }
+
+    /// Bytes of full-sync data applied since loading began.
+    pub(crate) fn loaded_bytes(&self) -> u64 {
+        self.loaded.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` more bytes of full-sync data applied.
+    pub(crate) fn add_loaded(&self, n: u64) {
+        self.loaded.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The current generation.
@@ -351,6 +383,21 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
         shared.repl.settings.lock().replicaof = Some(m.clone());
     }
     let master = shared.repl.settings.lock().replicaof.clone();
+    let partial = shared
+        .store
+        .db()
+        .get(SYNC_KEY)
+        .map_err(|e| std::io::Error::other(e.to_string()))?
+        .is_some();
+    if partial {
+        if master.is_none() {
+            return Err(std::io::Error::other(PARTIAL_SYNC));
+        }
+        // Nothing is served until a full sync completes (the link starts one: the
+        // stored position went with the mark's batch).
+        eprintln!("cascade: the last full sync did not complete; loading one again");
+        shared.repl.set_loading(true);
+    }
     let pos = stored_position(shared).map_err(|e| std::io::Error::other(e.to_string()))?;
     match (&master, pos) {
         (Some(_), Some((replid, offset))) => {
@@ -424,6 +471,12 @@ pub(crate) fn become_primary(shared: &Shared) -> CmdResult<()> {
         // No record is applied between the id change and the writes that follow.
         let _all = shared.store.lock_all();
         let _g = feed.exclusive();
+        if apply::discard_partial(shared)? {
+            eprintln!(
+                "cascade: REPLICAOF NO ONE in the middle of a full sync: its partial data \
+                 was discarded (the node is an empty primary)"
+            );
+        }
         shared.store.db().delete(REPL_KEY)?;
         let off = feed.offset();
         shared.repl.with_state(|s| {

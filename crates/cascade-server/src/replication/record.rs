@@ -6,7 +6,11 @@
 //! - `C` commit: `flush u8` (0 none, 1 FLUSHDB, 2 FLUSHALL), `phys u16` (the flushed
 //!   database), `n u32`, then `n` writes `op u8` (1 put, 0 delete), `klen u32`, key,
 //!   and for a put `vlen u32`, value; then `m u32` and `m` count changes `phys u16`,
-//!   `keys i64`, `expires i64`.
+//!   `keys i64`, `expires i64`; then, if any, `e u32` and `e` keyspace notifications
+//!   `class u32`, `db u32`, `elen u8`, event name, `klen u32`, key (what the command
+//!   would publish with every class enabled; a replica publishes those its own
+//!   `notify-keyspace-events` enables). A commit without notifications ends after
+//!   the count changes.
 //! - `S` SWAPDB: `a u32`, `b u32` (logical databases).
 //! - `H` heartbeat: nothing. Not part of the stream: it counts toward no offset.
 //! - `K` full-sync chunk: `n u32`, then `n` pairs `klen u32`, key, `vlen u32`, value.
@@ -38,6 +42,8 @@ pub(crate) struct Commit {
     pub(crate) writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     /// Key-count changes per physical database.
     pub(crate) counts: Vec<(u16, i64, i64)>,
+    /// Keyspace notifications: class, event, user key, logical database.
+    pub(crate) events: Vec<(u32, String, Vec<u8>, u32)>,
 }
 
 /// One decoded frame.
@@ -73,6 +79,7 @@ pub(crate) fn encode_commit<'a>(
     phys: u16,
     writes: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
     counts: &[(u16, i64, i64)],
+    events: &[(u32, &str, Vec<u8>, usize)],
 ) -> Vec<u8> {
     let mut b = Vec::new();
     b.push(flush);
@@ -92,6 +99,19 @@ pub(crate) fn encode_commit<'a>(
         b.extend_from_slice(&p.to_le_bytes());
         b.extend_from_slice(&k.to_le_bytes());
         b.extend_from_slice(&e.to_le_bytes());
+    }
+    if !events.is_empty() {
+        put_u32(&mut b, events.len());
+        for (class, name, key, db) in events {
+            b.extend_from_slice(&class.to_le_bytes());
+            put_u32(&mut b, *db);
+            // Event names are Redis's, a few letters long.
+            let name = &name.as_bytes()[..name.len().min(255)];
+            b.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+            b.extend_from_slice(name);
+            put_u32(&mut b, key.len());
+            b.extend_from_slice(key);
+        }
     }
     frame(COMMIT, &b)
 }
@@ -207,11 +227,24 @@ pub(crate) fn decode(raw: &[u8]) -> CmdResult<Frame> {
             for _ in 0..changes {
                 counts.push((rd.u16()?, rd.i64()?, rd.i64()?));
             }
+            let mut events = Vec::new();
+            if !rd.b.is_empty() {
+                let n = rd.u32()? as usize;
+                events.reserve(n.min(1 << 16));
+                for _ in 0..n {
+                    let class = rd.u32()?;
+                    let db = rd.u32()?;
+                    let len = usize::from(rd.u8()?);
+                    let name = String::from_utf8_lossy(rd.take(len)?).into_owned();
+                    events.push((class, name, rd.bytes()?, db));
+                }
+            }
             Frame::Commit(Commit {
                 flush,
                 phys,
                 writes,
                 counts,
+                events,
             })
         }
         SWAP => Frame::Swap(rd.u32()?, rd.u32()?),
@@ -248,6 +281,7 @@ mod tests {
             3,
             w.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
             &[(0, 1, -1)],
+            &[],
         );
         assert_eq!(frame_len(&rec, 1 << 20).expect("test"), Some(rec.len()));
         assert_eq!(
@@ -259,10 +293,36 @@ mod tests {
             Frame::Commit(Commit {
                 flush: 2,
                 phys: 3,
-                writes: w,
-                counts: vec![(0, 1, -1)]
+                writes: w.clone(),
+                counts: vec![(0, 1, -1)],
+                events: Vec::new(),
             })
         );
+        // With keyspace notifications.
+        let rec = encode_commit(
+            0,
+            0,
+            w.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
+            &[],
+            &[(4, "set", b"a".to_vec(), 3), (8, "del", b"b".to_vec(), 0)],
+        );
+        assert_eq!(
+            decode(&rec).expect("test"),
+            Frame::Commit(Commit {
+                flush: 0,
+                phys: 0,
+                writes: w,
+                counts: Vec::new(),
+                events: vec![
+                    (4, "set".into(), b"a".to_vec(), 3),
+                    (8, "del".into(), b"b".to_vec(), 0)
+                ],
+            })
+        );
+        let mut short = rec.clone();
+        short.pop();
+        short[0] -= 1;
+        assert!(decode(&short).is_err());
         assert_eq!(decode(&encode_swap(1, 2)).expect("test"), Frame::Swap(1, 2));
         assert_eq!(decode(&heartbeat()).expect("test"), Frame::Heartbeat);
         assert_eq!(decode(&end()).expect("test"), Frame::End);

@@ -7,8 +7,9 @@
 //! Faults: a primary that refuses, goes away (also mid full sync) or is silent for
 //! `repl-timeout` seconds (no records, no heartbeats: a process stopped by `SIGSTOP`) drops the
 //! link; the thread logs why (once per distinct reason) and retries every second.
-//! A full sync interrupted midway leaves no stored position, so the next attempt is a
-//! full sync again; the partial data answers `-LOADING` until one completes.
+//! A full sync interrupted midway leaves no stored position and the mark `SYNC_KEY`
+//! (also across a crash), so the next attempt is a full sync again; the partial data
+//! answers `-LOADING` until one completes.
 //!
 //! The thread exits when the node's replication generation changes (`REPLICAOF` to
 //! another primary, `REPLICAOF NO ONE`) or the server shuts down.
@@ -257,11 +258,12 @@ fn full_sync(
             match record::decode(&c.buf[at..at + n]).map_err(|e| e.to_string())? {
                 Frame::Chunk(pairs) => {
                     entries += pairs.len();
-                    apply::load_chunk(shared, pairs).map_err(|e| e.to_string())?;
+                    apply::load_chunk(shared, generation, pairs).map_err(|e| e.to_string())?;
+                    shared.repl.add_loaded(n as u64);
                 }
                 Frame::Heartbeat => {}
                 Frame::End => {
-                    apply::finish(shared, replid, offset).map_err(|e| e.to_string())?;
+                    apply::finish(shared, generation, replid, offset).map_err(|e| e.to_string())?;
                     shared.repl.with_state(|s| {
                         s.replid = replid.to_string();
                         s.replid2 = "0".repeat(40);
