@@ -10,8 +10,10 @@
 //! Thread: one `cascade-scrub` thread, started with the other background threads when
 //! the rate is non-zero. Each step loads the current stage set and walks one table
 //! while holding it, as a reader does, so nothing it reads is freed under it (nor a
-//! slow-tier file unlinked while a table in it is held); tables added or dropped by
-//! compaction, demotion or a slow-tier merge are simply met or missed by the next pass.
+//! slow-tier file unlinked while a table in it is held). A pass walks the tables in id
+//! order, so every table that exists for the whole pass is scrubbed in it; tables
+//! added by compaction, demotion or a slow-tier merge during a pass are met in it (their
+//! ids are larger) and dropped ones are missed.
 //! Slow-tier reads are `pread`s of the files and count in the store's slow-tier read
 //! counters like any other.
 
@@ -42,7 +44,11 @@ pub(crate) fn run(engine: &Engine) {
     let c = &engine.scrub;
     let start = Instant::now();
     let mut budget_used = 0u64;
-    let mut cursor = 0usize;
+    // The id of the table scrubbed last in this pass (0: none yet). Table ids come
+    // from one counter that only grows (`next_lst_id`), so walking in id order meets
+    // every table that lives through the whole pass, whatever compaction adds or
+    // drops meanwhile (a position in the stage lists would shift and skip one).
+    let mut last = 0u64;
     while !engine.bg.stopped() {
         let stages = engine.stages.load_full();
         let table = stages
@@ -51,14 +57,15 @@ pub(crate) fn run(engine: &Engine) {
             .flat_map(|t| t.tables.tables())
             .chain(stages.stable.tables().tables())
             .chain(stages.slow.tables())
-            .nth(cursor)
+            .filter(|t| t.id > last)
+            .min_by_key(|t| t.id)
             .cloned();
         let Some(t) = table else {
             drop(stages);
-            if cursor > 0 {
+            if last > 0 {
                 c.passes.fetch_add(1, Ordering::Relaxed);
             }
-            cursor = 0;
+            last = 0;
             // Between passes (and while there is nothing to scrub): a second's rest.
             let until = Instant::now() + Duration::from_secs(1);
             while !engine.bg.stopped() && Instant::now() < until {
@@ -66,7 +73,7 @@ pub(crate) fn run(engine: &Engine) {
             }
             continue;
         };
-        cursor += 1;
+        last = t.id;
         let mut value_bytes = 0u64;
         let note = |what: String| {
             c.errors.fetch_add(1, Ordering::Relaxed);
