@@ -283,7 +283,6 @@ impl Store {
         self.dbs.physical(db).map_or(0, |p| self.dbs.expires(p))
     }
 
-    /// Keys deleted by the expiry sweeper since start.
     /// INFO's `keyspace_hits` and `keyspace_misses`.
     pub(crate) fn lookups(&self) -> (u64, u64) {
         (
@@ -309,6 +308,7 @@ impl Store {
         }
     }
 
+    /// Keys deleted by the expiry sweeper since start.
     pub(crate) fn expired_keys(&self) -> i64 {
         self.expired_keys.load(Ordering::Relaxed)
     }
