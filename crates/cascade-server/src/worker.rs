@@ -734,7 +734,9 @@ fn retry_parked(
     let notify = shared.store.notify();
     if let Some(error) = notify.unblocked(p.seq) {
         if error {
+            let mark = c.out.buf.len();
             reply::error(&mut c.out, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            shared.metrics.count_error(&c.out.buf[mark..]);
         } else {
             reply::nil_array(&mut c.out);
         }
@@ -756,8 +758,13 @@ fn retry_parked(
         out: &mut c.out,
     };
     ctx.client.retrying = true;
+    let mark = ctx.out.buf.len();
     let ran = dispatch(&mut ctx, &p.cmd);
     ctx.client.retrying = false;
+    // INFO errorstats: a woken command's error counts like any other.
+    if let Some(r) = ctx.out.buf.get(mark..) {
+        shared.metrics.count_error(r);
+    }
     // A parked command has no `$` left to rewrite; drop any request to.
     ctx.client.park_as = None;
     if ran.block.is_some() {
