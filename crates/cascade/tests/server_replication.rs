@@ -378,10 +378,21 @@ fn partition_config_rewrite_and_client_kill() {
     );
 
     // CLIENT KILL TYPE: normal clients and subscribers go, the caller and replicas stay.
+    // A connection is a client once the server has accepted it (a PING answered),
+    // and one closed by the test (caught_up's) is gone once the server has seen the
+    // close: wait for exactly the caller and `other` as normal clients.
     let mut other = primary.connect();
+    assert_eq!(other.cmd(&["PING"]), Reply::Simple("PONG".into()));
     let mut sub = primary.connect();
     sub.send(&[b"SUBSCRIBE", b"ch"]);
     sub.read();
+    wait_for("stale connections to be closed", 20, || {
+        text(&p.cmd(&["CLIENT", "LIST"]))
+            .lines()
+            .filter(|l| l.contains(" flags=N "))
+            .count()
+            == 2
+    });
     assert_eq!(p.cmd(&["CLIENT", "KILL", "TYPE", "normal"]), Reply::Int(1));
     assert_eq!(p.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]), Reply::Int(1));
     assert!(other.closed());
