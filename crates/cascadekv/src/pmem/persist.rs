@@ -676,11 +676,12 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn log_writes_reach_the_mapping_and_the_file() -> Result<()> {
-        // `write_log` goes around the mapping (`pwrite`): readers of the mapping must
-        // see the bytes at once, and a fence must make them durable in the file.
-        let dir = std::env::temp_dir().join(format!("ckv-wlog-{}", std::process::id()));
+    /// A fresh pool file of `len` bytes in its own temporary directory.
+    fn pool_file(
+        tag: &str,
+        len: u64,
+    ) -> Result<(std::path::PathBuf, std::path::PathBuf, std::fs::File)> {
+        let dir = std::env::temp_dir().join(format!("ckv-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
         let path = dir.join("pool");
         let f = std::fs::OpenOptions::new()
@@ -690,7 +691,15 @@ mod tests {
             .truncate(true)
             .open(&path)
             .map_err(|e| Error::io("open", e))?;
-        f.set_len(1 << 20).map_err(|e| Error::io("set_len", e))?;
+        f.set_len(len).map_err(|e| Error::io("set_len", e))?;
+        Ok((dir, path, f))
+    }
+
+    #[test]
+    fn log_writes_reach_the_mapping_and_the_file() -> Result<()> {
+        // `write_log` goes around the mapping (`pwrite`): readers of the mapping must
+        // see the bytes at once, and a fence must make them durable in the file.
+        let (dir, path, f) = pool_file("wlog", 1 << 20)?;
         let mem = Mem::map_file(f, 1 << 20, false, false)?;
         assert_eq!(mem.backend(), Backend::Msync);
         // A page the mapping has already read (so it is mapped), then a log write.
@@ -728,17 +737,7 @@ mod tests {
 
     #[test]
     fn file_mapping_round_trips_and_bounds_checks() -> Result<()> {
-        let dir = std::env::temp_dir().join(format!("ckv-persist-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("mkdir", e))?;
-        let path = dir.join("pool");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|e| Error::io("open", e))?;
-        f.set_len(1 << 16).map_err(|e| Error::io("set_len", e))?;
+        let (dir, path, f) = pool_file("persist", 1 << 16)?;
         let mem = Mem::map_file(f, 1 << 16, true, false)?;
         mem.persist(100, b"hello")?;
         assert_eq!(mem.read(100, 5)?, b"hello");
