@@ -21,7 +21,7 @@
 # measure, not on tmpfs. RocksDB needs a `--features rocksdb` build (~20 minutes the
 # first time); ROCKS_BIN names such a binary if it is not target/release/cascade. PORT
 # (default 7510) is where the servers listen. Knobs of the log path are environment
-# variables of the cascade process (pmem/persist.rs `LogIo`): CASCADE_LOG_WRITE=store,
+# variables of the cascade process (pmem/persist.rs `LogIo`): CASCADE_LOG_WRITE=pwrite,
 # CASCADE_LOG_PREWRITE=0, CASCADE_LOG_FENCE=fdatasync; CASCADE_ENV passes them to the
 # `cascade` engine rows (e.g. CASCADE_ENV="CASCADE_LOG_PREWRITE=0").
 # Usage: scripts/bench-sync.sh [quick] [engine|server|methods|all]
