@@ -1,6 +1,6 @@
 //! A counting global allocator for DRAM accounting in benchmarks.
 //!
-//! [`CountingAlloc`] wraps [`std::alloc::System`] and keeps two process-wide
+//! [`CountingAlloc`] wraps an allocator ([`std::alloc::System`] by default) and keeps two process-wide
 //! counters: the bytes currently live on the heap and the peak of that value
 //! since start (or since the last [`reset_peak`]). A binary opts in with
 //!
@@ -37,9 +37,10 @@ thread_local! {
     static MY_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-/// Global allocator that forwards to [`System`] and counts live heap bytes.
+/// Global allocator that forwards to `A` (the C library's [`System`] allocator unless
+/// a binary names another) and counts live heap bytes.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CountingAlloc;
+pub struct CountingAlloc<A = System>(pub A);
 
 fn shard() -> &'static AtomicIsize {
     let i = MY_SHARD
@@ -101,15 +102,15 @@ fn record_dealloc(size: usize) {
     shard().fetch_sub(size as isize, Relaxed);
 }
 
-// SAFETY: every method forwards to `System`, which upholds the `GlobalAlloc`
+// SAFETY: every method forwards to the inner allocator `A`, which upholds the `GlobalAlloc`
 // contract, and returns its result unchanged. The bookkeeping only touches atomics
 // and a `const`-initialised thread-local without a destructor (a plain TLS slot on
 // targets with native thread-locals, such as Linux), so it does not allocate or
 // re-enter the allocator, and it cannot panic, so nothing unwinds out of these methods.
-unsafe impl GlobalAlloc for CountingAlloc {
+unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller guarantees `layout` has non-zero size, as `System` requires.
-        let ptr = unsafe { System.alloc(layout) };
+        // SAFETY: the caller guarantees `layout` has non-zero size, as `A` requires.
+        let ptr = unsafe { self.0.alloc(layout) };
         if !ptr.is_null() {
             record_alloc(layout.size());
         }
@@ -118,7 +119,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: same contract as `alloc`, passed through unchanged.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
+        let ptr = unsafe { self.0.alloc_zeroed(layout) };
         if !ptr.is_null() {
             record_alloc(layout.size());
         }
@@ -127,16 +128,16 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller guarantees `ptr` came from this allocator (hence
-        // from `System`) with this `layout`.
-        unsafe { System.dealloc(ptr, layout) };
+        // from `A`) with this `layout`.
+        unsafe { self.0.dealloc(ptr, layout) };
         record_dealloc(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees that `ptr` is a live block from this allocator
-        // (hence from `System`) allocated with `layout`, and that `new_size` is
+        // (hence from `A`) allocated with `layout`, and that `new_size` is
         // non-zero and does not overflow `isize` when rounded up to `layout.align()`.
-        let new_ptr = unsafe { System.realloc(ptr, layout, new_size) };
+        let new_ptr = unsafe { self.0.realloc(ptr, layout, new_size) };
         if !new_ptr.is_null() {
             // On failure the old block stays live and the counters are unchanged.
             record_dealloc(layout.size());

@@ -17,7 +17,8 @@ mod cli;
 
 /// Counts heap bytes, so `stats` and the benchmarks can report DRAM use.
 #[global_allocator]
-static ALLOC: cascade_bench::alloc::CountingAlloc = cascade_bench::alloc::CountingAlloc;
+static ALLOC: cascade_bench::alloc::CountingAlloc<tikv_jemallocator::Jemalloc> =
+    cascade_bench::alloc::CountingAlloc(tikv_jemallocator::Jemalloc);
 
 /// Runs the command line and exits with its status.
 fn main() {

@@ -45,7 +45,7 @@ use scc::{Guard, TreeIndex};
 
 /// Counts heap bytes, for the heap-per-key column.
 #[global_allocator]
-static A: CountingAlloc = CountingAlloc;
+static A: CountingAlloc = CountingAlloc(std::alloc::System);
 
 /// Striped LSN counters, one picked per key by its hash.
 const LSN_STRIPES: usize = 256;

@@ -154,6 +154,17 @@ impl IKey {
         (0..n).find(|&i| self.byte(i) != k[i]).unwrap_or(n)
     }
 
+    /// Length of the common prefix with `o` (no allocation).
+    pub fn common_prefix_key(&self, o: &IKey) -> usize {
+        let n = self.len.min(o.len) as usize;
+        if self.pre != o.pre {
+            // The first differing byte of the big-endian prefixes (both zero-padded).
+            let same = (self.pre ^ o.pre).leading_zeros() as usize / 8;
+            return same.min(n);
+        }
+        (8..n).find(|&i| self.byte(i) != o.byte(i)).unwrap_or(n)
+    }
+
     /// Writes the first `n` bytes (`n <= len`) into `out`.
     pub fn copy_prefix(&self, out: &mut [u8]) {
         for (i, x) in out.iter_mut().enumerate().take(self.len as usize) {
@@ -233,6 +244,20 @@ mod tests {
         assert_eq!(k.common_prefix(b"user0000000000009999", 32), 16);
         assert_eq!(k.common_prefix(b"us", 32), 2);
         assert_eq!(k.common_prefix(b"user0000000000001234", 4), 4);
+        for o in [
+            &b"user0000000000009999"[..],
+            b"us",
+            b"user",
+            b"user0000",
+            b"x",
+            b"",
+        ] {
+            assert_eq!(
+                k.common_prefix_key(&IKey::new(o)),
+                k.common_prefix(o, usize::MAX),
+                "{o:?}"
+            );
+        }
         let mut out = [0u8; 6];
         k.copy_prefix(&mut out);
         assert_eq!(&out, b"user00");

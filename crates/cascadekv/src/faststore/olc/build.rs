@@ -42,6 +42,9 @@ impl Olc {
                 low = Some(Box::into_raw(Box::new(key.clone())));
             }
             let n = cur.h.count.load(Ordering::Relaxed);
+            if key.len() > cur.max_len.load(Ordering::Relaxed) {
+                cur.max_len.store(key.len(), Ordering::Relaxed);
+            }
             cur.entries[n].store(Entry::first(key, v), Ordering::Relaxed);
             cur.h.count.store(n + 1, Ordering::Relaxed);
         }

@@ -38,6 +38,8 @@ mod node;
 mod read;
 mod write;
 
+#[cfg(all(test, not(loom)))]
+mod key_tests;
 #[cfg(all(test, loom))]
 mod loom_tests;
 #[cfg(all(test, not(loom)))]

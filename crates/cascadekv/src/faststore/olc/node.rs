@@ -60,6 +60,11 @@ pub(super) struct Header {
 pub(super) struct Leaf {
     pub(super) h: Header,
     pub(super) next: AtomicPtr<Leaf>,
+    /// At least the length of every key the leaf holds (written and read only under
+    /// the leaf's lock): a split whose right half needs a longer `skip` shifts the
+    /// slices it has instead of reading each moved entry's key, when every key ends
+    /// within the old slices (`write.rs`, `split_leaf_node`).
+    pub(super) max_len: AtomicUsize,
     pub(super) slices: [AtomicU64; LEAF_MAX],
     pub(super) entries: [Atomic<Entry>; LEAF_MAX],
 }
@@ -98,6 +103,7 @@ impl Leaf {
         Box::new(Leaf {
             h: header(skip, true),
             next: AtomicPtr::new(std::ptr::null_mut()),
+            max_len: AtomicUsize::new(0),
             slices: std::array::from_fn(|_| AtomicU64::new(0)),
             entries: std::array::from_fn(|_| Atomic::null()),
         })
@@ -273,5 +279,5 @@ fn lower_bound(s: &[AtomicU64], x: u64) -> usize {
 /// Length of the common prefix of `a` and the (optional) upper bound `b`; 0 when
 /// unbounded. Used for the `skip` of a node whose range is `[a, b)`.
 pub(super) fn shared_prefix(a: &IKey, b: Option<&IKey>) -> usize {
-    b.map_or(0, |b| a.common_prefix(&b.to_boxed(), usize::MAX))
+    b.map_or(0, |b| a.common_prefix_key(b))
 }

@@ -296,11 +296,30 @@ impl Olc {
         }
     }
 
-    /// Number of keys (tombstones included); walks the leaves, for statistics.
+    /// Number of keys (tombstones included), for statistics: the sum of the leaves'
+    /// counts along the leaf chain. Only each leaf's header line is read (not its
+    /// entries), so a stats call on a 4 M-key index costs ~100 K leaf reads instead of
+    /// 4 M entry reads (the benchmark sampler calls it once a second; it was a fifth
+    /// of a 2-thread load's samples). Under concurrent writes the sum is a moment's
+    /// approximation: each count is read with a validated version, but leaves are
+    /// read one after another.
     pub fn len(&self) -> usize {
         let mut n = 0;
-        self.for_each(|_, _| n += 1);
-        n
+        let mut leaf = retry(|| self.descend(Target::First)).0;
+        loop {
+            let (count, next) = retry(|| {
+                let ver = leaf.h.lock.read()?;
+                let count = leaf.len();
+                let next = leaf.next.load(Ordering::Acquire);
+                leaf.h.lock.check(ver).then_some((count, next))
+            });
+            n += count;
+            // SAFETY: leaves are freed only by `Drop`.
+            match unsafe { next.as_ref() } {
+                Some(l) => leaf = l,
+                None => return n,
+            }
+        }
     }
 
     /// True when no key is present.

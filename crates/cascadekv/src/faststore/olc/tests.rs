@@ -1,6 +1,6 @@
 //! Tests of the optimistic index: against a `BTreeMap` model (sequential property
 //! tests and many-thread stress with tiny nodes, so nearly every insert splits), plus
-//! Algorithm 1, snapshots, bulk loading and key shapes that tie in slices.
+//! Algorithm 1, snapshots and bulk loading (key shapes: `key_tests.rs`).
 //!
 //! These tests also run under `AddressSanitizer` in CI (scripts/test.sh), so a
 //! use-after-free in reclamation or a read past a node would fail them.
@@ -54,13 +54,19 @@ fn whole(v: &Version) -> bool {
     *v == mixed_ver(v.lsn)
 }
 
-fn all(i: &Olc) -> Vec<(Vec<u8>, u64)> {
+pub(super) fn all(i: &Olc) -> Vec<(Vec<u8>, u64)> {
     let mut out = Vec::new();
     i.for_each(|k, v| out.push((k.to_vec(), v.lsn)));
     out
 }
 
-fn range(i: &Olc, lo: Bound<&[u8]>, hi: Bound<&[u8]>, batch: usize, rev: bool) -> Vec<Vec<u8>> {
+pub(super) fn range(
+    i: &Olc,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    batch: usize,
+    rev: bool,
+) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     let (mut lo_o, mut hi_o): (Bound<Vec<u8>>, Bound<Vec<u8>>) =
         (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec));
@@ -92,7 +98,7 @@ fn range(i: &Olc, lo: Bound<&[u8]>, hi: Bound<&[u8]>, batch: usize, rev: bool) -
     }
 }
 
-fn model_range(
+pub(super) fn model_range(
     m: &BTreeMap<Vec<u8>, u64>,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
@@ -156,80 +162,6 @@ fn snapshots_keep_the_versions_they_see() {
     s.release(snap);
     i.put_validate(b"a", ver(4, s.write_epoch(), b"newest"), &s);
     assert_eq!(i.get_at(b"a", snap).map(|v| v.lsn), None);
-}
-
-#[test]
-fn many_keys_of_every_shape_stay_ordered() {
-    let s = Snapshots::default();
-    for (leaf, inner) in [(32, 32), (3, 2), (5, 4)] {
-        let i = Olc::with_caps(leaf, inner);
-        let mut model = BTreeMap::new();
-        let mut x: u64 = 7;
-        // Fewer keys in the unoptimized (sanitizer) build of CI.
-        let keys = if cfg!(debug_assertions) {
-            8_000
-        } else {
-            40_000u64
-        };
-        for n in 0..keys {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Short keys over a tiny alphabet (slices tie, keys are prefixes of each
-            // other), YCSB-like keys with a long shared prefix, long keys.
-            let k: Vec<u8> = match n % 3 {
-                0 => (0..(x % 20) as usize)
-                    .map(|j| x.to_le_bytes()[j % 8] % 4)
-                    .collect(),
-                1 => format!("user{:020}", x % 100_000).into_bytes(),
-                _ => format!("{}{}", "p".repeat(300), x % 5000).into_bytes(),
-            };
-            i.put_validate(&k, ver(n + 1, 1, &n.to_le_bytes()), &s);
-            model.insert(k, n + 1);
-            if n % 7 == 0 {
-                let r = model
-                    .keys()
-                    .nth((x % model.len() as u64) as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                assert_eq!(i.remove(&r), model.remove(&r).is_some());
-            }
-        }
-        assert_eq!(
-            all(&i),
-            model
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(i.len(), model.len());
-        for (k, v) in model.iter().step_by(13) {
-            assert_eq!(i.get(k).map(|x| x.lsn), Some(*v));
-        }
-        let keys: Vec<&Vec<u8>> = model.keys().collect();
-        let (a, b) = (
-            keys[keys.len() / 5].as_slice(),
-            keys[keys.len() * 3 / 5].as_slice(),
-        );
-        for (lo, hi) in [
-            (Bound::Included(a), Bound::Excluded(b)),
-            (Bound::Excluded(a), Bound::Included(b)),
-            (Bound::Unbounded, Bound::Unbounded),
-            (Bound::Unbounded, Bound::Included(a)),
-            (
-                Bound::Included(&b"user0000"[..]),
-                Bound::Excluded(&b"user1"[..]),
-            ),
-        ] {
-            for rev in [false, true] {
-                assert_eq!(
-                    range(&i, lo, hi, 257, rev),
-                    model_range(&model, lo, hi, rev),
-                    "{lo:?}..{hi:?} rev={rev}"
-                );
-            }
-        }
-    }
 }
 
 #[test]

@@ -219,6 +219,9 @@ fn replace(leaf: &Leaf, pos: usize, v: Version, snaps: &Snapshots, g: &Guard) ->
 /// Inserts `e` at `pos` of the locked `leaf`, which holds `n < LEAF_MAX` entries.
 fn insert_at(leaf: &Leaf, pos: usize, n: usize, e: Owned<Entry>) {
     let slice = e.key.slice_at(leaf.h.skip);
+    if e.key.len() > leaf.max_len.load(Ordering::Relaxed) {
+        leaf.max_len.store(e.key.len(), Ordering::Relaxed);
+    }
     // SAFETY: the shifted pointers are entries the locked leaf holds; `unprotected` only
     // types the loads and stores (nothing is dereferenced).
     let g = unsafe { epoch::unprotected() };
@@ -247,10 +250,26 @@ fn split_leaf_node(
     // SAFETY: the leaf is locked; its slot below `count` holds a live entry.
     let sep = Box::new(unsafe { first.as_ref() }?.key.clone());
     let right = Leaf::new(shared_prefix(&sep, high));
+    let max_len = leaf.max_len.load(Ordering::Relaxed);
+    right.max_len.store(max_len, Ordering::Relaxed);
+    // The right half's range is inside the leaf's, so its `skip` is at least as long.
+    // When every key ends within the leaf's slices (`max_len <= skip + 8`), a slice at
+    // the longer skip is the old one shifted left (both are zero-padded past the key's
+    // end), so the moved entries need not be read: for 8-byte keys that was one cache
+    // miss per moved entry, ~9 % of a 4 M-key load's samples.
+    let shift = right
+        .h
+        .skip
+        .checked_sub(leaf.h.skip)
+        .filter(|_| max_len <= leaf.h.skip + 8);
     for (j, i) in (mid..n).enumerate() {
         let e = leaf.entries[i].load(Ordering::Relaxed, g);
-        // SAFETY: as above.
-        let slice = unsafe { e.as_ref() }.map_or(0, |e| e.key.slice_at(right.h.skip));
+        let slice = match shift {
+            Some(d) if d < 8 => leaf.slices[i].load(Ordering::Relaxed) << (8 * d),
+            Some(_) => 0,
+            // SAFETY: as above.
+            None => unsafe { e.as_ref() }.map_or(0, |e| e.key.slice_at(right.h.skip)),
+        };
         right.slices[j].store(slice, Ordering::Relaxed);
         right.entries[j].store(e, Ordering::Relaxed);
     }
