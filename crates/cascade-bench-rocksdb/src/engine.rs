@@ -101,6 +101,21 @@ impl RocksEngine {
         &self.db
     }
 
+    /// A statistics ticker, found by its name in RocksDB's statistics dump
+    /// (`rocksdb.wal.bytes COUNT : 123`) rather than by its number, which differs
+    /// between RocksDB versions (a build against a system RocksDB, see build.rs).
+    fn ticker(&self, t: Ticker) -> u64 {
+        let Some(dump) = self.opts.get_statistics() else {
+            return 0;
+        };
+        dump.lines()
+            .find_map(|l| {
+                let rest = l.strip_prefix(t.name())?.trim_start();
+                rest.strip_prefix("COUNT : ")?.trim().parse().ok()
+            })
+            .unwrap_or(0)
+    }
+
     fn int_property(&self, name: &rocksdb::properties::PropName) -> u64 {
         self.db.property_int_value(name).ok().flatten().unwrap_or(0)
     }
@@ -238,9 +253,9 @@ impl Engine for RocksEngine {
     ///   RocksDB's tickers do not split them by path.
     fn stats(&self) -> EngineStats {
         let user = self.user_bytes.load(Ordering::Relaxed);
-        let written = self.opts.get_ticker_count(Ticker::WalFileBytes)
-            + self.opts.get_ticker_count(Ticker::FlushWriteBytes)
-            + self.opts.get_ticker_count(Ticker::CompactWriteBytes);
+        let written = self.ticker(Ticker::WalFileBytes)
+            + self.ticker(Ticker::FlushWriteBytes)
+            + self.ticker(Ticker::CompactWriteBytes);
         #[expect(
             clippy::cast_precision_loss,
             reason = "byte counts far below 2^53, as a ratio"
