@@ -396,6 +396,10 @@ struct BenchArgs {
     /// 256 MiB); raise it with --faststore-capacity to keep a large load in the FastStore.
     #[arg(long, default_value = "0", value_parser = parse_size)]
     faststore_log_capacity: u64,
+    /// While writes dominate, switch the FastStore only at this many times its
+    /// capacities (FluidKV §4.4 load-awareness: loads flush and compact less; 1 = off).
+    #[arg(long, default_value_t = 1)]
+    faststore_write_heavy_factor: u32,
     /// Keep data in the FastStore under read-only load (measure FastStore reads).
     #[arg(long)]
     keep_faststore: bool,
@@ -636,6 +640,7 @@ fn bench_settings(
         pool_size: a.pool_size,
         faststore_capacity: a.faststore_capacity,
         faststore_log_capacity: a.faststore_log_capacity,
+        faststore_write_heavy_factor: a.faststore_write_heavy_factor,
         flush_when_read_only: !a.keep_faststore,
         block_size: a.block_size,
         durability,

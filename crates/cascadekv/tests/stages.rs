@@ -332,3 +332,35 @@ fn readers_writers_and_iterators_race_flush_compaction_and_teardown() -> cascade
     std::fs::remove_dir_all(&dir).map_err(|e| Error::io("rm", e))?;
     Ok(())
 }
+
+/// Load-awareness (FluidKV §4.4, `Options::faststore_write_heavy_factor`): while writes
+/// dominate, the active FastStore is switched at the factor times its capacity, not at
+/// the capacity; with the factor at 1 the same writes switch it.
+#[test]
+fn write_heavy_load_switches_the_faststore_at_its_factor() -> cascadekv::Result<()> {
+    for factor in [1u32, 4] {
+        let dir = tmp(&format!("write-heavy-{factor}"));
+        let db = Db::open(
+            &dir,
+            Options {
+                faststore_write_heavy_factor: factor,
+                ..opts(false)
+            },
+        )?;
+        let mut model = BTreeMap::new();
+        // About twice the 256 KiB capacity of index bytes, well under four times.
+        let mut i = 0u32;
+        while db.stats().faststore_dram_bytes < 2 * (256 << 10) && i < 1_000_000 {
+            db.put(&key(i), &val(i, 1))?;
+            model.insert(key(i), val(i, 1));
+            i += 1;
+        }
+        let s = db.stats();
+        let switched = s.flushes + s.immutable_faststores + s.buffer_tables > 0;
+        assert_eq!(switched, factor == 1, "factor {factor}: {s:?}");
+        check_all(&db, &model)?;
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}

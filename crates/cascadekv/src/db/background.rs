@@ -122,7 +122,7 @@ fn flush_step(engine: &Engine) -> Result<()> {
     // capacity without a writer noticing (after recovery).
     let read_only = engine.opts.flush_when_read_only && engine.load.mode() == LoadMode::ReadOnly;
     let idle = engine.load.idle();
-    let logs_full = engine.active_log_bytes.load(Ordering::Acquire) >= engine.log_capacity;
+    let logs_full = engine.active_log_bytes.load(Ordering::Acquire) >= engine.switch_capacity().1;
     if (read_only || idle || logs_full)
         && stages.immutable.is_empty()
         && !active.index().is_empty()

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::background::Signal;
-use super::load::LoadTracker;
+use super::load::{LoadMode, LoadTracker};
 use super::options::Options;
 use super::RecoveryInfo;
 use crate::epoch::Snapshots;
@@ -130,6 +130,10 @@ pub(crate) struct Engine {
     pub active_log_bytes: AtomicU64,
     /// Log bytes at which the active FastStore is switched (resolved option). Immutable.
     pub log_capacity: u64,
+    /// Log bytes at which it is switched while writes dominate
+    /// (`faststore_write_heavy_factor` × `log_capacity`, at most a quarter of the
+    /// pool, never below `log_capacity`). Immutable.
+    pub log_capacity_write_heavy: u64,
     /// A background flush or compaction ran out of pool space (atomic flag).
     pub space_blocked: AtomicBool,
     /// Read:write mix (atomics and its own mutex).
@@ -149,6 +153,21 @@ fn publish_bytes(capacity: u64) -> u64 {
 }
 
 impl Engine {
+    /// The index and log bytes at which the active FastStore is switched now: the
+    /// configured capacities, times `faststore_write_heavy_factor` while writes
+    /// dominate (FluidKV §4.4, `load.rs`).
+    pub fn switch_capacity(&self) -> (u64, u64) {
+        if self.opts.faststore_write_heavy_factor > 1 && self.load.mode() == LoadMode::WriteHeavy {
+            let f = u64::from(self.opts.faststore_write_heavy_factor);
+            (
+                self.opts.faststore_capacity.saturating_mul(f),
+                self.log_capacity_write_heavy,
+            )
+        } else {
+            (self.opts.faststore_capacity, self.log_capacity)
+        }
+    }
+
     /// Refuses writes for the rest of this open: an I/O error left the state unknown.
     pub(crate) fn poison(&self, e: &Error) {
         let mut p = self.poison.lock();

@@ -269,7 +269,8 @@ impl Db {
             if dram > 0 || log > 0 {
                 let d = e.active_bytes.fetch_add(dram, Ordering::AcqRel) + dram;
                 let l = e.active_log_bytes.fetch_add(log, Ordering::AcqRel) + log;
-                if d >= e.opts.faststore_capacity || l >= e.log_capacity {
+                let (dram_cap, log_cap) = e.switch_capacity();
+                if d >= dram_cap || l >= log_cap {
                     let fs = fs.clone();
                     drop(stages);
                     e.switch(&fs, false);

@@ -111,9 +111,8 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
     let slow_ctx = slow_ctx(&opts, &topts, state.slow.next_file, slow_io);
     let manifest = Manifest::open(pool.clone(), state, old);
     info.replay_micros = crate::coding::micros(start.elapsed());
-    let active_bytes = fs.dram_bytes();
-    let active_log_bytes = fs.recovered_log_bytes();
-    let log_capacity = size_pool_use(&opts, &pool);
+    let (active_bytes, active_log_bytes) = (fs.dram_bytes(), fs.recovered_log_bytes());
+    let (log_capacity, log_capacity_write_heavy) = size_pool_use(&opts, &pool);
     Ok(Engine {
         placement: placement(&opts, &pool, slow_ctx.is_some()),
         dir,
@@ -143,6 +142,7 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
         active_bytes: AtomicU64::new(active_bytes),
         active_log_bytes: AtomicU64::new(active_log_bytes),
         log_capacity,
+        log_capacity_write_heavy,
         space_blocked: AtomicBool::new(false),
         load: LoadTracker::default(),
         bg: Signal::default(),
@@ -181,16 +181,22 @@ fn placement(opts: &Options, pool: &Pool, slow: bool) -> Option<crate::placement
 
 /// Sets the headroom ordinary writes leave for deletes and background work (1/32 of
 /// the pool, at least 4 chunks, at most a quarter) and returns the log bytes at which
-/// the active FastStore is switched.
-fn size_pool_use(opts: &Options, pool: &Pool) -> u64 {
+/// the active FastStore is switched, plainly and while writes dominate
+/// (`faststore_write_heavy_factor` times as many, at most a quarter of the pool).
+fn size_pool_use(opts: &Options, pool: &Pool) -> (u64, u64) {
     let n = pool.chunk_count();
     pool.set_headroom((n / 32).max(4).min(n / 4));
     let cs = pool.chunk_size();
-    if opts.faststore_log_capacity == 0 {
+    let plain = if opts.faststore_log_capacity == 0 {
         (n * cs / 16).min(LOG_CAPACITY_MAX).max(4 * cs)
     } else {
         opts.faststore_log_capacity
-    }
+    };
+    let write_heavy = plain
+        .saturating_mul(u64::from(opts.faststore_write_heavy_factor))
+        .min(n * cs / 4)
+        .max(plain);
+    (plain, write_heavy)
 }
 
 /// The slow tier's read counters and read mode; with `slow_direct_reads`, first

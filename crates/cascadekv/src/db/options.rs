@@ -168,6 +168,15 @@ pub struct Options {
     pub max_immutable_faststores: usize,
     /// Buffer-trees tolerated before compaction under write-heavy load (default 4).
     pub buffer_trees_write_heavy: usize,
+    /// While writes dominate (load-awareness, FluidKV §4.4: "FastStore … allows
+    /// dynamically trading more memory for throughput under write-intensive
+    /// workloads"), the active FastStore is switched only at this many times
+    /// `faststore_capacity` (and its log capacity), so a load flushes and compacts
+    /// less while it runs; once reads come the next write switches at the plain
+    /// capacity, and read-only load flushes what is there. DRAM of the FastStores
+    /// grows to at most `(1 + max_immutable_faststores) × factor × faststore_capacity`;
+    /// the log bound stays within a quarter of the pool. Default 1 (off).
+    pub faststore_write_heavy_factor: u32,
     /// Buffer-trees tolerated under read-heavy or read-only load (default 1).
     pub buffer_trees_read_heavy: usize,
     /// Under read-only load, flush even a partly full FastStore (default true).
@@ -258,6 +267,7 @@ impl Default for Options {
             idle_priority_background: false,
             max_immutable_faststores: 2,
             buffer_trees_write_heavy: 4,
+            faststore_write_heavy_factor: 1,
             buffer_trees_read_heavy: 1,
             flush_when_read_only: true,
             compaction_threads: std::thread::available_parallelism()
@@ -337,6 +347,11 @@ impl Options {
         if self.max_immutable_faststores == 0 {
             return Err(Error::invalid(
                 "max_immutable_faststores must be at least 1",
+            ));
+        }
+        if self.faststore_write_heavy_factor == 0 {
+            return Err(Error::invalid(
+                "faststore_write_heavy_factor must be at least 1",
             ));
         }
         if self.buffer_trees_write_heavy == 0 || self.buffer_trees_read_heavy == 0 {
