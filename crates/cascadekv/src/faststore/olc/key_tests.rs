@@ -23,6 +23,29 @@ fn next(x: &mut u64) -> u64 {
     *x
 }
 
+/// Puts `k` (LSN `n + 1`) into the index and the model; every `every`-th step also
+/// removes a key `x` picks from both (and checks both agreed it was there).
+fn put_then_remove(
+    i: &Olc,
+    model: &mut BTreeMap<Vec<u8>, u64>,
+    s: &Snapshots,
+    k: Vec<u8>,
+    n: u64,
+    x: u64,
+    every: u64,
+) {
+    i.put_validate(&k, ver(n + 1, 1, &n.to_le_bytes()), s);
+    model.insert(k, n + 1);
+    if n.is_multiple_of(every) {
+        let r = model
+            .keys()
+            .nth((x % model.len() as u64) as usize)
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(i.remove(&r), model.remove(&r).is_some());
+    }
+}
+
 /// Every key of `model` reads back with its LSN, in order, with the right count, and
 /// ranges in both directions match the model's.
 fn check(i: &Olc, model: &BTreeMap<Vec<u8>, u64>, extra: &[(&[u8], &[u8])]) {
@@ -88,16 +111,7 @@ fn many_keys_of_every_shape_stay_ordered() {
                 1 => format!("user{:020}", x % 100_000).into_bytes(),
                 _ => format!("{}{}", "p".repeat(300), x % 5000).into_bytes(),
             };
-            i.put_validate(&k, ver(n + 1, 1, &n.to_le_bytes()), &s);
-            model.insert(k, n + 1);
-            if n % 7 == 0 {
-                let r = model
-                    .keys()
-                    .nth((x % model.len() as u64) as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                assert_eq!(i.remove(&r), model.remove(&r).is_some());
-            }
+            put_then_remove(&i, &mut model, &s, k, n, x, 7);
         }
         check(&i, &model, &[(b"user0000", b"user1")]);
     }
@@ -132,16 +146,7 @@ fn short_keys_split_with_shifted_slices() {
                     k.extend_from_slice(&(r >> 8).to_be_bytes()[..=((r >> 2) as usize % 2)]);
                     k
                 };
-                i.put_validate(&k, ver(n + 1, 1, &n.to_le_bytes()), &s);
-                model.insert(k, n + 1);
-                if n % 5 == 0 {
-                    let r = model
-                        .keys()
-                        .nth((x % model.len() as u64) as usize)
-                        .cloned()
-                        .unwrap_or_default();
-                    assert_eq!(i.remove(&r), model.remove(&r).is_some());
-                }
+                put_then_remove(&i, &mut model, &s, k, n, x, 5);
             }
             check(&i, &model, &[]);
         }
