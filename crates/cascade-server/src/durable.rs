@@ -146,6 +146,16 @@ impl Gate {
         }
     }
 
+    /// Worker `i` ended its round's commands (its replies may still wait for a
+    /// persist, `commit.rs`): a worker in [`Gate::rendezvous`] stops waiting for it.
+    pub(crate) fn round_ends(&self, i: usize) {
+        if let Some(l) = self.lanes.get(i) {
+            l.rounds.fetch_add(1, Ordering::SeqCst);
+        }
+        let _g = self.lock.lock();
+        self.cv.notify_all();
+    }
+
     /// Worker `i` ended its round's commands; before it persists the shared log it
     /// waits until every other worker that is in the middle of a round ends that round
     /// (not the ones after), so that one fence covers both rounds instead of two
@@ -153,13 +163,7 @@ impl Gate {
     /// workers). Bounded by one round of each other worker; a worker between rounds is
     /// not waited for.
     pub(crate) fn rendezvous(&self, i: usize) {
-        if let Some(l) = self.lanes.get(i) {
-            l.rounds.fetch_add(1, Ordering::SeqCst);
-        }
-        {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
-        }
+        self.round_ends(i);
         for (j, l) in self.lanes.iter().enumerate() {
             if j == i {
                 continue;

@@ -137,6 +137,9 @@ pub(crate) struct Worker {
     is_write: Vec<bool>,
     /// This worker's lane of the reply barrier (`durable.rs`).
     lane: usize,
+    /// Rounds whose replies wait for their group-commit ticket (`commit.rs`), oldest
+    /// first: the ticket and the round's connections.
+    held: std::collections::VecDeque<(u64, Vec<Token>)>,
 }
 
 impl Worker {
@@ -171,6 +174,7 @@ impl Worker {
             next_token: 1,
             is_write,
             lane,
+            held: std::collections::VecDeque::new(),
         })
     }
 
@@ -190,6 +194,7 @@ impl Worker {
     /// Runs until shutdown, then answers what was received and closes every client.
     pub(crate) fn run(mut self) {
         self.shared.gate.enter(self.lane);
+        self.shared.commit.enter(self.lane, self.waker.clone());
         if self.shared.fixed.sync {
             // Started with `--durability sync`: every worker appends to one shared log,
             // so one persist covers the rounds of all of them (durable.rs).
@@ -382,7 +387,8 @@ impl Worker {
     fn serve_round(&mut self, tokens: &[Token], again: &mut Vec<Token>, read: bool) {
         let mut any_write = false;
         let shared_log = self.shared.fixed.sync;
-        if shared_log {
+        let gather = read && self.gathers();
+        if shared_log && !gather {
             self.shared.gate.round_begins(self.lane);
         }
         for t in tokens {
@@ -443,8 +449,8 @@ impl Worker {
                 again.push(*t);
             }
         }
-        self.make_round_durable(tokens, any_write, shared_log);
-        for t in tokens {
+        let tokens = self.durable_tokens(tokens, any_write, shared_log, gather);
+        for t in &tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
@@ -489,6 +495,83 @@ impl Worker {
                 // A closed token left in `again` is skipped: it has no connection.
             }
         }
+    }
+
+    /// Whether a round's replies wait for a persister (`commit.rs`): the shared log
+    /// under sync durability, with persisters.
+    fn gathers(&self) -> bool {
+        self.shared.fixed.sync
+            && self.shared.config.sync.load(Ordering::Relaxed)
+            && self.shared.fixed.sync_persisters > 0
+    }
+
+    /// The connections whose replies may go out now: with persisters (`gather`), this
+    /// round is held and those of earlier rounds whose persist ended are returned;
+    /// without, the round (and any round still held) is made durable first.
+    fn durable_tokens(
+        &mut self,
+        tokens: &[Token],
+        any_write: bool,
+        shared_log: bool,
+        gather: bool,
+    ) -> Vec<Token> {
+        if gather {
+            if !tokens.is_empty() {
+                if any_write {
+                    self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+                }
+                let t = self.shared.commit.ask(self.lane);
+                self.held.push_back((t, tokens.to_vec()));
+            }
+            return self.take_durable();
+        }
+        let mut all: Vec<Token> = self.held.drain(..).flat_map(|(_, t)| t).collect();
+        all.extend_from_slice(tokens);
+        all.sort_unstable();
+        all.dedup();
+        let any_write = any_write
+            || all
+                .iter()
+                .any(|t| self.conns.get(t).is_some_and(|c| c.wrote));
+        self.make_round_durable(&all, any_write, shared_log);
+        all
+    }
+
+    /// The connections of held rounds whose tickets are done (`commit.rs`); those of a
+    /// failed persist that wrote are closed unanswered. If rounds are still held, the
+    /// worker is woken when the oldest is done.
+    fn take_durable(&mut self) -> Vec<Token> {
+        let mut out = Vec::new();
+        loop {
+            let p = self.shared.commit.progress();
+            while let Some((t, _)) = self.held.front() {
+                if *t > p.done {
+                    break;
+                }
+                let failed = *t <= p.failed;
+                let Some((_, toks)) = self.held.pop_front() else {
+                    break;
+                };
+                if failed {
+                    eprintln!("cascade: persisting the log failed");
+                    for tok in &toks {
+                        if let Some(c) = self.conns.get_mut(tok) {
+                            if c.wrote {
+                                c.dead = true;
+                            }
+                        }
+                    }
+                }
+                out.extend(toks);
+            }
+            match self.held.front() {
+                Some((t, _)) if self.shared.commit.wait_for(self.lane, *t) => {}
+                _ => break,
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Under `--durability sync`, makes the round's writes — and, with the shared log,

@@ -32,6 +32,19 @@ use crate::error::Result;
 /// once each took about twice as long).
 const PIPELINE_DEPTH: usize = 1;
 
+/// [`PIPELINE_DEPTH`], or `CASCADE_SYNC_DEPTH` (read once) to measure another depth
+/// with the same binary.
+fn pipeline_depth() -> usize {
+    static DEPTH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DEPTH.get_or_init(|| {
+        std::env::var("CASCADE_SYNC_DEPTH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|d| *d >= 1)
+            .unwrap_or(PIPELINE_DEPTH)
+    })
+}
+
 impl FastStore {
     /// Makes everything appended to the calling thread's slot so far durable (see the
     /// module docs).
@@ -50,7 +63,7 @@ impl FastStore {
             let covered = slot.persisting > 0
                 && slot.persisting_upto.0 == tail.0
                 && slot.persisting_upto.1 >= tail.1;
-            if covered || slot.persisting >= PIPELINE_DEPTH {
+            if covered || slot.persisting >= pipeline_depth() {
                 // The timeout only bounds the cost of a missed wake-up.
                 cv.wait_for(&mut slot, Duration::from_millis(5));
                 continue;
