@@ -3,9 +3,11 @@
 //! gives by sending replies only after the event loop's `fsync`.
 //!
 //! A server *started* with `--durability sync` needs no lanes: its workers share one
-//! engine log (`cascadekv::set_thread_log_slot`), and each round ends with a persist
-//! of that log (`Db::sync_thread`, pipelined: it waits for a running persist that
-//! covers it), which covers every write the round could have read. The lanes below
+//! engine log (`cascadekv::set_thread_log_slot`), and a round's replies wait for a
+//! persist of that log that began after the round (`commit.rs`'s persister threads,
+//! or with `--sync-persisters 0` the worker's own `Db::sync_thread` at the round's
+//! end, pipelined: it waits for a running persist that covers it), which covers every
+//! write the round could have read. The lanes below
 //! serve a server switched to sync at run time (`CONFIG SET appendfsync always`),
 //! whose workers keep logs of their own.
 //!

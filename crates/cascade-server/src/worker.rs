@@ -3,10 +3,14 @@
 //! Each round the worker (1) takes new connections from its inbox, (2) reads from
 //! every ready connection, parses and executes the complete commands it holds
 //! (pipelining: many per read), appending replies to the connection's output buffer,
-//! (3) if any command wrote and the server runs with sync durability, persists its own
-//! engine log once for the whole round (group commit, `FlatStore`'s horizontal batching
-//! per thread), and only then (4) writes the replies. All engine writes of this
-//! worker's clients go to this thread's exclusive log.
+//! (3) if any command wrote and the server runs with sync durability, makes the round
+//! durable, and only then (4) writes the replies. A server started with `--durability
+//! sync` shares one engine log among its workers: the round asks the persister threads
+//! for a ticket (`commit.rs`) and its replies are held — the worker goes on serving —
+//! until a persist that began after the round ends (with `--sync-persisters 0`, or
+//! when switched to sync at run time, the worker persists itself at the round's end).
+//! Otherwise all engine writes of this worker's clients go to this thread's exclusive
+//! log.
 //!
 //! Bounds per connection: the unparsed input may not exceed the query-buffer limit
 //! (the client is closed); a connection whose unsent output exceeds [`OUT_HIGH`] is not
