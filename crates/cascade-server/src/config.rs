@@ -61,7 +61,7 @@ impl Default for ServerConfig {
             sync: false,
             sync_interval_ms: 1000,
             threads: std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
-            sync_persisters: 1,
+            sync_persisters: 2,
             metrics_port: None,
             requirepass: None,
             timeout_secs: 0,

@@ -170,7 +170,7 @@ struct ServeArgs {
     threads: Option<usize>,
     /// With --durability sync: threads that persist the workers' shared log while the
     /// workers go on serving (0: each worker persists at the end of its own round).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 2)]
     sync_persisters: usize,
     /// Serve Prometheus metrics on http://BIND:PORT/metrics.
     #[arg(long)]
