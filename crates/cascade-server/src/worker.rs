@@ -89,6 +89,9 @@ struct Conn {
     dead: bool,
     /// Executed a write command in the current round.
     wrote: bool,
+    /// Its replies are held for a group-commit ticket (`commit.rs`); it is not served
+    /// until they are sent.
+    awaiting: bool,
     /// Complete commands are waiting (output was full).
     backlog: bool,
     /// Parked in a blocking command.
@@ -324,6 +327,7 @@ impl Worker {
                     eof: false,
                     dead: false,
                     wrote: false,
+                    awaiting: false,
                     backlog: false,
                     parked: None,
                     hold: false,
@@ -395,10 +399,18 @@ impl Worker {
         if shared_log && !gather {
             self.shared.gate.round_begins(self.lane);
         }
+        let mut served = Vec::with_capacity(tokens.len());
         for t in tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
+            if gather && c.awaiting {
+                // Its replies wait for a ticket: nothing more of it runs before they go
+                // out (they would go out with them, ahead of their own persist). It is
+                // served again once they are sent.
+                continue;
+            }
+            served.push(*t);
             let mut more = false;
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
@@ -432,28 +444,14 @@ impl Worker {
                 _ => {}
             }
             more |= c.backlog;
-            // What is left after executing is one incomplete command (or, with
-            // `backlog`, commands waiting for the client to read its replies).
-            let limit = to_usize(
-                self.shared
-                    .config
-                    .query_buffer_limit
-                    .load(Ordering::Relaxed),
-            );
-            if !c.backlog && c.inbuf.len() - c.rpos > limit {
-                eprintln!(
-                    "cascade: closing client {} ({}): query buffer over {limit} bytes",
-                    c.client.id, c.client.addr
-                );
-                c.dead = true;
-            }
+            check_query_buffer(c, &self.shared);
             fit_input(c);
             any_write |= c.wrote;
             if more {
                 again.push(*t);
             }
         }
-        let tokens = self.durable_tokens(tokens, any_write, shared_log, gather);
+        let tokens = self.durable_tokens(&served, again, any_write, shared_log, gather);
         for t in &tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
@@ -515,6 +513,7 @@ impl Worker {
     fn durable_tokens(
         &mut self,
         tokens: &[Token],
+        again: &mut Vec<Token>,
         any_write: bool,
         shared_log: bool,
         gather: bool,
@@ -525,12 +524,26 @@ impl Worker {
                     self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
                 }
                 let t = self.shared.commit.ask(self.lane);
+                for tok in tokens {
+                    if let Some(c) = self.conns.get_mut(tok) {
+                        c.awaiting = true;
+                    }
+                }
                 self.held.push_back((t, tokens.to_vec()));
             }
-            return self.take_durable();
+            let done = self.take_durable();
+            // Input that arrived while a connection's replies were held was not read
+            // (edge-triggered: no new event comes for it): serve it again.
+            again.extend_from_slice(&done);
+            return done;
         }
         let mut all: Vec<Token> = self.held.drain(..).flat_map(|(_, t)| t).collect();
         all.extend_from_slice(tokens);
+        for tok in &all {
+            if let Some(c) = self.conns.get_mut(tok) {
+                c.awaiting = false;
+            }
+        }
         all.sort_unstable();
         all.dedup();
         let any_write = any_write
@@ -556,6 +569,11 @@ impl Worker {
                 let Some((_, toks)) = self.held.pop_front() else {
                     break;
                 };
+                for tok in &toks {
+                    if let Some(c) = self.conns.get_mut(tok) {
+                        c.awaiting = false;
+                    }
+                }
                 if failed {
                     eprintln!("cascade: persisting the log failed");
                     for tok in &toks {
@@ -684,6 +702,20 @@ impl Worker {
         for mut c in conns {
             self.release(&mut c);
         }
+    }
+}
+
+/// What is left after executing is one incomplete command (or, with `backlog`,
+/// commands waiting for the client to read its replies): over the query-buffer limit
+/// the client is closed.
+fn check_query_buffer(c: &mut Conn, shared: &Shared) {
+    let limit = to_usize(shared.config.query_buffer_limit.load(Ordering::Relaxed));
+    if !c.backlog && c.inbuf.len() - c.rpos > limit {
+        eprintln!(
+            "cascade: closing client {} ({}): query buffer over {limit} bytes",
+            c.client.id, c.client.addr
+        );
+        c.dead = true;
     }
 }
 
