@@ -29,7 +29,8 @@ use crate::error::Result;
 /// they began, and the virtio queue serves the two flushes in parallel. Measured with
 /// persisters on this machine's disk (`cascade serve --durability sync`, redis-benchmark
 /// SET -c 50 -P 1, alternating runs, docs/benchmarks.md session 11): one persister at
-/// depth 1 gave 5.9–6.6 K SET/s, two at depth 2 6.4–7.8 K. (When the workers fenced
+/// depth 1 gave 5.9–6.6 K SET/s, two at depth 2 6.4–7.8 K, on a CPU-saturated host; on
+/// a quieter one 9.2–9.9 K against 9.8–10.8 K. (When the workers fenced
 /// themselves, one at a time was better: 44–51 K SET/s against 33–41 K at depth 2 on a
 /// device then ~40× faster, because a worker blocked in a fence read nothing meanwhile.)
 const PIPELINE_DEPTH: usize = 2;
