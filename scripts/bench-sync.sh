@@ -12,9 +12,11 @@
 #           the command divided by the writes it acknowledged (YCSB: load records plus
 #           the workload's write share of its ops). Other processes writing to the same
 #           disk meanwhile count too: read them as upper bounds.
-#   server: `cascade serve --durability sync` against `redis-server --appendonly yes
-#           --appendfsync always`, alternating twice: redis-benchmark SET, INCR and LPUSH
-#           (100 B, -P 1 -c 50) and go-ycsb (redis binding) A and B, 16 threads.
+#   server: `cascade serve --durability sync` (CASCADE_SERVE_ARGS adds arguments, e.g.
+#           "--sync-persisters 2"; with BEFORE_BIN, that binary's server too, as
+#           `cascade-before`) against `redis-server --appendonly yes --appendfsync
+#           always`, alternating twice: redis-benchmark SET, INCR and LPUSH (100 B, -P 1
+#           -c 50) and go-ycsb (redis binding) A and B, 16 threads.
 #   methods: `persist_backends`, what one durable small write costs per method.
 #
 # Not part of CI. BENCH_DISK_DIR (default target/bench-sync) must be on the disk to
@@ -108,10 +110,13 @@ wait_ready() { for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>
 SPID=
 stop() { if [ -n "$SPID" ]; then redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$SPID" 2>/dev/null || true; wait "$SPID" 2>/dev/null || true; SPID=; fi; }
 trap stop EXIT
-start_server() { # cascade|redis
+start_server() { # cascade|cascade-before|redis
   rm -rf "$DISK/srv"; mkdir -p "$DISK/srv"
   if [ "$1" = cascade ]; then
-    env ${CASCADE_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G >/dev/null 2>&1 &
+    env ${CASCADE_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G \
+      ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
+  elif [ "$1" = cascade-before ]; then
+    "$BEFORE_BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G >/dev/null 2>&1 &
   else
     redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DISK/srv" --appendonly yes --appendfsync always --save "" \
       --daemonize no --logfile "$DISK/redis.log" &
@@ -158,7 +163,9 @@ server() {
   echo
   echo "| server | test | ops/s | p50 | p99 | p99.9 | max | dev writes / flushes per write |"
   echo "|---|---|---|---|---|---|---|---|"
-  for order in "cascade redis" "redis cascade"; do
+  local first="cascade" last="cascade"
+  if [ -n "${BEFORE_BIN:-}" ]; then first="cascade cascade-before"; last="cascade-before cascade"; fi
+  for order in "$first redis" "redis $last"; do
     for s in $order; do
       start_server "$s"
       server_rows "$s"

@@ -25,6 +25,10 @@ pub struct ServerConfig {
     pub sync_interval_ms: u64,
     /// Worker threads (each owns an engine log).
     pub threads: usize,
+    /// With `sync`: threads that persist the workers' shared log while the workers
+    /// go on serving (group commit across workers, `commit.rs`); 0: each worker
+    /// persists at the end of its own round and waits.
+    pub sync_persisters: usize,
     /// Prometheus `/metrics` port.
     pub metrics_port: Option<u16>,
     /// `--requirepass`.
@@ -57,6 +61,7 @@ impl Default for ServerConfig {
             sync: false,
             sync_interval_ms: 1000,
             threads: std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            sync_persisters: 2,
             metrics_port: None,
             requirepass: None,
             timeout_secs: 0,

@@ -3,9 +3,11 @@
 //! gives by sending replies only after the event loop's `fsync`.
 //!
 //! A server *started* with `--durability sync` needs no lanes: its workers share one
-//! engine log (`cascadekv::set_thread_log_slot`), and each round ends with a persist
-//! of that log (`Db::sync_thread`, pipelined: it waits for a running persist that
-//! covers it), which covers every write the round could have read. The lanes below
+//! engine log (`cascadekv::set_thread_log_slot`), and a round's replies wait for a
+//! persist of that log that began after the round (`commit.rs`'s persister threads,
+//! or with `--sync-persisters 0` the worker's own `Db::sync_thread` at the round's
+//! end, pipelined: it waits for a running persist that covers it), which covers every
+//! write the round could have read. The lanes below
 //! serve a server switched to sync at run time (`CONFIG SET appendfsync always`),
 //! whose workers keep logs of their own.
 //!
@@ -146,6 +148,16 @@ impl Gate {
         }
     }
 
+    /// Worker `i` ended its round's commands (its replies may still wait for a
+    /// persist, `commit.rs`): a worker in [`Gate::rendezvous`] stops waiting for it.
+    pub(crate) fn round_ends(&self, i: usize) {
+        if let Some(l) = self.lanes.get(i) {
+            l.rounds.fetch_add(1, Ordering::SeqCst);
+        }
+        let _g = self.lock.lock();
+        self.cv.notify_all();
+    }
+
     /// Worker `i` ended its round's commands; before it persists the shared log it
     /// waits until every other worker that is in the middle of a round ends that round
     /// (not the ones after), so that one fence covers both rounds instead of two
@@ -153,13 +165,7 @@ impl Gate {
     /// workers). Bounded by one round of each other worker; a worker between rounds is
     /// not waited for.
     pub(crate) fn rendezvous(&self, i: usize) {
-        if let Some(l) = self.lanes.get(i) {
-            l.rounds.fetch_add(1, Ordering::SeqCst);
-        }
-        {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
-        }
+        self.round_ends(i);
         for (j, l) in self.lanes.iter().enumerate() {
             if j == i {
                 continue;

@@ -46,6 +46,7 @@ mod access;
 mod clients;
 mod cluster;
 mod cmd;
+mod commit;
 mod config;
 mod cursors;
 mod databases;

@@ -127,6 +127,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
                 .spawn(move || w.run())?,
         );
     }
+    let persisters = start_persisters(&shared)?;
     let ticker = {
         let s = shared.clone();
         std::thread::Builder::new()
@@ -155,6 +156,10 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     for h in handles {
         let _ = h.join();
     }
+    shared.commit.stop();
+    for h in persisters {
+        let _ = h.join();
+    }
     let _ = ticker.join();
     signals.close();
     if let Some(m) = metrics_thread {
@@ -168,6 +173,33 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         }
         Err(e) => Err(ServeError::Store(format!("closing the store: {e}"))),
     }
+}
+
+/// Under `--durability sync`, the threads that persist the workers' shared log while
+/// the workers go on serving (`commit.rs`); they return after `Commit::stop`.
+fn start_persisters(shared: &Arc<Shared>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let mut persisters = Vec::new();
+    if !shared.fixed.sync {
+        return Ok(persisters);
+    }
+    for i in 0..shared.fixed.sync_persisters {
+        let s = shared.clone();
+        persisters.push(
+            std::thread::Builder::new()
+                .name(format!("cascade-persist-{i}"))
+                .spawn(move || {
+                    cascadekv::set_thread_log_slot(0);
+                    s.commit.run_persister(|| match s.store.db().sync_thread() {
+                        Ok(()) => true,
+                        Err(e) => {
+                            eprintln!("cascade: persisting the log failed: {e}");
+                            false
+                        }
+                    });
+                })?,
+        );
+    }
+    Ok(persisters)
 }
 
 fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes: &[Inbox]) {

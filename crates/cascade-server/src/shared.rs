@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) scripts: crate::scripting::Handle,
     /// The reply barrier of `--durability sync` (one lane per worker).
     pub(crate) gate: crate::durable::Gate,
+    /// The workers' group commit of the shared log (`commit.rs`).
+    pub(crate) commit: crate::commit::Commit,
     /// Replication: role, replicas, `WAIT` (`crate::replication`).
     pub(crate) repl: crate::replication::Repl,
     /// Cluster mode (`crate::cluster`).
@@ -76,6 +78,7 @@ impl Shared {
             port,
             last_save: AtomicU64::new(now_ms() / 1000),
             gate: crate::durable::Gate::new(fixed.threads),
+            commit: crate::commit::Commit::new(fixed.threads),
             scripts: crate::scripting::Handle::default(),
             repl: crate::replication::Repl::default(),
             cluster: crate::cluster::Cluster::new(fixed.cluster_enabled),

@@ -3,10 +3,14 @@
 //! Each round the worker (1) takes new connections from its inbox, (2) reads from
 //! every ready connection, parses and executes the complete commands it holds
 //! (pipelining: many per read), appending replies to the connection's output buffer,
-//! (3) if any command wrote and the server runs with sync durability, persists its own
-//! engine log once for the whole round (group commit, `FlatStore`'s horizontal batching
-//! per thread), and only then (4) writes the replies. All engine writes of this
-//! worker's clients go to this thread's exclusive log.
+//! (3) if any command wrote and the server runs with sync durability, makes the round
+//! durable, and only then (4) writes the replies. A server started with `--durability
+//! sync` shares one engine log among its workers: the round asks the persister threads
+//! for a ticket (`commit.rs`) and its replies are held — the worker goes on serving —
+//! until a persist that began after the round ends (with `--sync-persisters 0`, or
+//! when switched to sync at run time, the worker persists itself at the round's end).
+//! Otherwise all engine writes of this worker's clients go to this thread's exclusive
+//! log.
 //!
 //! Bounds per connection: the unparsed input may not exceed the query-buffer limit
 //! (the client is closed); a connection whose unsent output exceeds [`OUT_HIGH`] is not
@@ -85,6 +89,9 @@ struct Conn {
     dead: bool,
     /// Executed a write command in the current round.
     wrote: bool,
+    /// Its replies are held for a group-commit ticket (`commit.rs`); it is not served
+    /// until they are sent.
+    awaiting: bool,
     /// Complete commands are waiting (output was full).
     backlog: bool,
     /// Parked in a blocking command.
@@ -137,6 +144,9 @@ pub(crate) struct Worker {
     is_write: Vec<bool>,
     /// This worker's lane of the reply barrier (`durable.rs`).
     lane: usize,
+    /// Rounds whose replies wait for their group-commit ticket (`commit.rs`), oldest
+    /// first: the ticket and the round's connections.
+    held: std::collections::VecDeque<(u64, Vec<Token>)>,
 }
 
 impl Worker {
@@ -171,6 +181,7 @@ impl Worker {
             next_token: 1,
             is_write,
             lane,
+            held: std::collections::VecDeque::new(),
         })
     }
 
@@ -190,6 +201,7 @@ impl Worker {
     /// Runs until shutdown, then answers what was received and closes every client.
     pub(crate) fn run(mut self) {
         self.shared.gate.enter(self.lane);
+        self.shared.commit.enter(self.lane, self.waker.clone());
         if self.shared.fixed.sync {
             // Started with `--durability sync`: every worker appends to one shared log,
             // so one persist covers the rounds of all of them (durable.rs).
@@ -315,6 +327,7 @@ impl Worker {
                     eof: false,
                     dead: false,
                     wrote: false,
+                    awaiting: false,
                     backlog: false,
                     parked: None,
                     hold: false,
@@ -382,13 +395,22 @@ impl Worker {
     fn serve_round(&mut self, tokens: &[Token], again: &mut Vec<Token>, read: bool) {
         let mut any_write = false;
         let shared_log = self.shared.fixed.sync;
-        if shared_log {
+        let gather = read && self.gathers();
+        if shared_log && !gather {
             self.shared.gate.round_begins(self.lane);
         }
+        let mut served = Vec::with_capacity(tokens.len());
         for t in tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
+            if gather && c.awaiting {
+                // Its replies wait for a ticket: nothing more of it runs before they go
+                // out (they would go out with them, ahead of their own persist). It is
+                // served again once they are sent.
+                continue;
+            }
+            served.push(*t);
             let mut more = false;
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
@@ -422,29 +444,15 @@ impl Worker {
                 _ => {}
             }
             more |= c.backlog;
-            // What is left after executing is one incomplete command (or, with
-            // `backlog`, commands waiting for the client to read its replies).
-            let limit = to_usize(
-                self.shared
-                    .config
-                    .query_buffer_limit
-                    .load(Ordering::Relaxed),
-            );
-            if !c.backlog && c.inbuf.len() - c.rpos > limit {
-                eprintln!(
-                    "cascade: closing client {} ({}): query buffer over {limit} bytes",
-                    c.client.id, c.client.addr
-                );
-                c.dead = true;
-            }
+            check_query_buffer(c, &self.shared);
             fit_input(c);
             any_write |= c.wrote;
             if more {
                 again.push(*t);
             }
         }
-        self.make_round_durable(tokens, any_write, shared_log);
-        for t in tokens {
+        let tokens = self.durable_tokens(&served, again, any_write, shared_log, gather);
+        for t in &tokens {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
@@ -489,6 +497,103 @@ impl Worker {
                 // A closed token left in `again` is skipped: it has no connection.
             }
         }
+    }
+
+    /// Whether a round's replies wait for a persister (`commit.rs`): the shared log
+    /// under sync durability, with persisters.
+    fn gathers(&self) -> bool {
+        self.shared.fixed.sync
+            && self.shared.config.sync.load(Ordering::Relaxed)
+            && self.shared.fixed.sync_persisters > 0
+    }
+
+    /// The connections whose replies may go out now: with persisters (`gather`), this
+    /// round is held and those of earlier rounds whose persist ended are returned;
+    /// without, the round (and any round still held) is made durable first.
+    fn durable_tokens(
+        &mut self,
+        tokens: &[Token],
+        again: &mut Vec<Token>,
+        any_write: bool,
+        shared_log: bool,
+        gather: bool,
+    ) -> Vec<Token> {
+        if gather {
+            if !tokens.is_empty() {
+                if any_write {
+                    self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+                }
+                let t = self.shared.commit.ask(self.lane);
+                for tok in tokens {
+                    if let Some(c) = self.conns.get_mut(tok) {
+                        c.awaiting = true;
+                    }
+                }
+                self.held.push_back((t, tokens.to_vec()));
+            }
+            let done = self.take_durable();
+            // Input that arrived while a connection's replies were held was not read
+            // (edge-triggered: no new event comes for it): serve it again.
+            again.extend_from_slice(&done);
+            return done;
+        }
+        let mut all: Vec<Token> = self.held.drain(..).flat_map(|(_, t)| t).collect();
+        all.extend_from_slice(tokens);
+        for tok in &all {
+            if let Some(c) = self.conns.get_mut(tok) {
+                c.awaiting = false;
+            }
+        }
+        all.sort_unstable();
+        all.dedup();
+        let any_write = any_write
+            || all
+                .iter()
+                .any(|t| self.conns.get(t).is_some_and(|c| c.wrote));
+        self.make_round_durable(&all, any_write, shared_log);
+        all
+    }
+
+    /// The connections of held rounds whose tickets are done (`commit.rs`); those of a
+    /// failed persist that wrote are closed unanswered. If rounds are still held, the
+    /// worker is woken when the oldest is done.
+    fn take_durable(&mut self) -> Vec<Token> {
+        let mut out = Vec::new();
+        loop {
+            let p = self.shared.commit.progress();
+            while let Some((t, _)) = self.held.front() {
+                if *t > p.done {
+                    break;
+                }
+                let failed = *t <= p.failed;
+                let Some((_, toks)) = self.held.pop_front() else {
+                    break;
+                };
+                for tok in &toks {
+                    if let Some(c) = self.conns.get_mut(tok) {
+                        c.awaiting = false;
+                    }
+                }
+                if failed {
+                    eprintln!("cascade: persisting the log failed");
+                    for tok in &toks {
+                        if let Some(c) = self.conns.get_mut(tok) {
+                            if c.wrote {
+                                c.dead = true;
+                            }
+                        }
+                    }
+                }
+                out.extend(toks);
+            }
+            match self.held.front() {
+                Some((t, _)) if self.shared.commit.wait_for(self.lane, *t) => {}
+                _ => break,
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Under `--durability sync`, makes the round's writes — and, with the shared log,
@@ -597,6 +702,20 @@ impl Worker {
         for mut c in conns {
             self.release(&mut c);
         }
+    }
+}
+
+/// What is left after executing is one incomplete command (or, with `backlog`,
+/// commands waiting for the client to read its replies): over the query-buffer limit
+/// the client is closed.
+fn check_query_buffer(c: &mut Conn, shared: &Shared) {
+    let limit = to_usize(shared.config.query_buffer_limit.load(Ordering::Relaxed));
+    if !c.backlog && c.inbuf.len() - c.rpos > limit {
+        eprintln!(
+            "cascade: closing client {} ({}): query buffer over {limit} bytes",
+            c.client.id, c.client.addr
+        );
+        c.dead = true;
     }
 }
 

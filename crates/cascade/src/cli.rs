@@ -168,6 +168,10 @@ struct ServeArgs {
     /// Worker threads (each owns an engine log). Default: the number of cores.
     #[arg(long)]
     threads: Option<usize>,
+    /// With --durability sync: threads that persist the workers' shared log while the
+    /// workers go on serving (0: each worker persists at the end of its own round).
+    #[arg(long, default_value_t = 2)]
+    sync_persisters: usize,
     /// Serve Prometheus metrics on http://BIND:PORT/metrics.
     #[arg(long)]
     metrics_port: Option<u16>,
@@ -280,6 +284,7 @@ fn serve(a: ServeArgs) -> Result<i32, cascadekv::Error> {
         sync,
         sync_interval_ms: a.sync_interval_ms,
         threads: a.threads.unwrap_or(defaults.threads).max(1),
+        sync_persisters: a.sync_persisters,
         metrics_port: a.metrics_port,
         requirepass: a.requirepass,
         timeout_secs: a.timeout,

@@ -1361,14 +1361,31 @@ fn crash_sync_keeps_acknowledged_writes() {
 }
 
 /// Two workers sharing one log under `--durability sync` (their rounds group-commit
-/// together): writers on several connections, readers of their keys on others, a
-/// SIGKILL mid-stream. Every acknowledged version survives, and no key comes back
-/// older than a version a reader was shown.
+/// together, through two persister threads by default): writers on several
+/// connections, readers of their keys on others, a SIGKILL mid-stream. Every
+/// acknowledged version survives, and no key comes back older than a version a reader
+/// was shown.
 #[test]
 fn crash_sync_two_workers_keeps_what_was_acknowledged_or_read() {
+    crash_sync_two_workers(&["--durability", "sync"]);
+}
+
+/// The same with one persister thread (one persist of the shared log at a time).
+#[test]
+fn crash_sync_one_persister_keeps_what_was_acknowledged_or_read() {
+    crash_sync_two_workers(&["--durability", "sync", "--sync-persisters", "1"]);
+}
+
+/// The same without persister threads: each worker persists at the end of its round.
+#[test]
+fn crash_sync_workers_persisting_keeps_what_was_acknowledged_or_read() {
+    crash_sync_two_workers(&["--durability", "sync", "--sync-persisters", "0"]);
+}
+
+fn crash_sync_two_workers(extra: &[&str]) {
     let dir = temp_dir("proto-crash-shared");
-    let extra = ["--durability", "sync"]; // the harness starts two workers
-    let mut srv = Server::start_in(&dir, &extra);
+    // The harness starts two workers.
+    let mut srv = Server::start_in(&dir, extra);
     srv.keep_dir = true;
     let stop = AtomicBool::new(false);
     let acked: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
@@ -1409,7 +1426,7 @@ fn crash_sync_two_workers_keeps_what_was_acknowledged_or_read() {
         srv.kill9();
         stop.store(true, Ordering::Relaxed);
     });
-    let srv2 = Server::start_in(&dir, &extra);
+    let srv2 = Server::start_in(&dir, extra);
     let mut c = srv2.connect();
     for t in 0..4 {
         let want = acked[t]

@@ -260,7 +260,15 @@ fn open_pool(dir: &Path, opts: &Options) -> Result<(Arc<Pool>, std::fs::File)> {
         pool_size: opts.pool_size,
         chunk_size: opts.effective_chunk_size(),
     };
-    let pool = Pool::open(&pool_path, &device, geo, opts.create_if_missing)?;
+    let mut pool = Pool::open(&pool_path, &device, geo, opts.create_if_missing)?;
+    pool.set_log_io(
+        crate::pmem::persist::LogIo {
+            pwrite: opts.log_pwrite,
+            prewrite: opts.log_prewrite,
+            fdatasync: opts.log_fdatasync,
+        }
+        .with_env(),
+    );
     Ok((Arc::new(pool), lock))
 }
 

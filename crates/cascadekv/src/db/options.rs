@@ -104,6 +104,23 @@ pub struct Options {
     /// 8 B + 8 B put). Default true; false writes a record per operation (for
     /// comparison: bench engine `cascade-plain`).
     pub pack_log_entries: bool,
+    /// On a file-backed pool without DAX: log records go into the pool file with
+    /// `pwrite` instead of stores into the mapping (design.md §10). Default false: a
+    /// system call per record made buffered loads 2.2× slower (0.27 against 0.59
+    /// Mops/s, 2 M puts on /dev/shm) and gained nothing measurable on synced writes
+    /// (docs/benchmarks.md, sessions 10 and 11). `CASCADE_LOG_WRITE=pwrite|store`
+    /// overrides it.
+    pub log_pwrite: bool,
+    /// On a file-backed pool without DAX, once a log was synced: each new log segment
+    /// is filled with zeros before its first record (its write-back started, not
+    /// waited for), so that later fences of it write data only, no extent conversion
+    /// (design.md §10). Default true (no cost measured on buffered loads).
+    /// `CASCADE_LOG_PREWRITE=1|0` overrides it.
+    pub log_prewrite: bool,
+    /// On a file-backed pool without DAX: a log fence is one `fdatasync` of the pool
+    /// file instead of `msync` of the ranges written. Default false (docs/benchmarks.md,
+    /// session 11). `CASCADE_LOG_FENCE=fdatasync|msync` overrides it.
+    pub log_fdatasync: bool,
     /// Background scrubbing: re-read and verify every table block and separated value
     /// at most this many bytes per second, pass after pass (0: off). Default 16 MiB/s:
     /// gets verify a table block's checksum on its first read after open only
@@ -250,6 +267,9 @@ impl Default for Options {
             scrub_bytes_per_sec: 16 << 20,
             sync_group_size: 32,
             pack_log_entries: true,
+            log_pwrite: false,
+            log_prewrite: true,
+            log_fdatasync: false,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,

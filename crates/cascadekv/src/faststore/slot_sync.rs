@@ -24,13 +24,29 @@ use parking_lot::MutexGuard;
 use super::{thread_no, FastStore};
 use crate::error::Result;
 
-/// Jobs of one slot that may fence at once. One: a thread that finds a fence running
-/// waits for it and then fences everything appended meanwhile in one go. Measured with
-/// the server's two workers on this machine's disk (`cascade serve --durability sync`,
-/// redis-benchmark SET and go-ycsb A, alternating runs): depth 1 gave 44–51 K SET/s and
-/// 15–26 K A ops/s against 33–41 K and 11–14 K at depth 2 (two fences of one file at
-/// once each took about twice as long).
-const PIPELINE_DEPTH: usize = 1;
+/// Jobs of one slot that may fence at once. Two: the server's persister threads
+/// (`cascade-server` `commit.rs`, two by default) each fence what was appended before
+/// they began, and the virtio queue serves the two flushes in parallel. Measured with
+/// persisters on this machine's disk (`cascade serve --durability sync`, redis-benchmark
+/// SET -c 50 -P 1, alternating runs, docs/benchmarks.md session 11): one persister at
+/// depth 1 gave 5.9–6.6 K SET/s, two at depth 2 6.4–7.8 K, on a CPU-saturated host; on
+/// a quieter one 9.2–9.9 K against 9.8–10.8 K. (When the workers fenced
+/// themselves, one at a time was better: 44–51 K SET/s against 33–41 K at depth 2 on a
+/// device then ~40× faster, because a worker blocked in a fence read nothing meanwhile.)
+const PIPELINE_DEPTH: usize = 2;
+
+/// [`PIPELINE_DEPTH`], or `CASCADE_SYNC_DEPTH` (read once) to measure another depth
+/// with the same binary (`scripts/bench-sync.sh`).
+fn pipeline_depth() -> usize {
+    static DEPTH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DEPTH.get_or_init(|| {
+        std::env::var("CASCADE_SYNC_DEPTH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|d| *d >= 1)
+            .unwrap_or(PIPELINE_DEPTH)
+    })
+}
 
 impl FastStore {
     /// Makes everything appended to the calling thread's slot so far durable (see the
@@ -50,7 +66,7 @@ impl FastStore {
             let covered = slot.persisting > 0
                 && slot.persisting_upto.0 == tail.0
                 && slot.persisting_upto.1 >= tail.1;
-            if covered || slot.persisting >= PIPELINE_DEPTH {
+            if covered || slot.persisting >= pipeline_depth() {
                 // The timeout only bounds the cost of a missed wake-up.
                 cv.wait_for(&mut slot, Duration::from_millis(5));
                 continue;

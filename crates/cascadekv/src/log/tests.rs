@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::log::{self, Kind, LogWriter, RecordIn};
+use crate::pmem::persist::LogIo;
 use crate::pmem::sim::CrashMode;
 use crate::pmem::{AllocClass, Device, Pool, PoolGeometry, SimDevice, CHUNK_HEADER_LEN};
 
@@ -441,14 +442,38 @@ fn packed_records_replay_whole_or_not_at_all() {
 }
 
 /// The block-storage path (issue #30): on a file-backed pool a synced log writes its
-/// records with `pwrite` and pre-writes each new segment. Records must read back
-/// through the mapping while the log is open, replay whole after a reopen of the file,
-/// a bit flip before a durable mark must still be corruption, and every segment after
-/// the first sync must have blocks behind it (pre-written, not a hole).
+/// records with `pwrite` (or stores) and pre-writes each new segment, and fences with
+/// `msync` (or `fdatasync`). Records must read back through the mapping while the log
+/// is open, replay whole after a reopen of the file, a bit flip before a durable mark
+/// must still be corruption, and every segment after the first sync must have blocks
+/// behind it (pre-written, not a hole).
 #[test]
 fn file_pool_log_with_pwrite_and_prewritten_segments_replays_whole() {
+    file_pool_log_replays_whole(LogIo {
+        pwrite: true,
+        prewrite: true,
+        fdatasync: false,
+    });
+}
+
+/// The same with the defaults' stores into the mapping and `fdatasync` fences.
+#[test]
+fn file_pool_log_with_stores_and_fdatasync_replays_whole() {
+    file_pool_log_replays_whole(LogIo {
+        pwrite: false,
+        prewrite: true,
+        fdatasync: true,
+    });
+}
+
+fn file_pool_log_replays_whole(io: LogIo) {
     use std::os::unix::fs::FileExt;
-    let dir = std::env::temp_dir().join(format!("ckv-logfile-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "ckv-logfile-{}-{}-{}",
+        std::process::id(),
+        io.pwrite,
+        io.fdatasync
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir: {e}"));
     let path = dir.join("pool");
@@ -459,7 +484,9 @@ fn file_pool_log_with_pwrite_and_prewritten_segments_replays_whole() {
     let dev = Device::File { dax: Some(false) };
     let n = 215u64;
     let (addrs, segs) = {
-        let pool = Arc::new(Pool::open(&path, &dev, geo, true).unwrap_or_else(|e| panic!("{e}")));
+        let mut pool = Pool::open(&path, &dev, geo, true).unwrap_or_else(|e| panic!("{e}"));
+        pool.set_log_io(io);
+        let pool = Arc::new(pool);
         let mut w = LogWriter::new(pool.clone(), 1);
         let mut addrs = Vec::new();
         for i in 0..n {

@@ -97,6 +97,8 @@ pub struct Mem {
     base: *mut u8,
     len: u64,
     backend: Backend,
+    /// How logs reach a file-backed pool ([`LogIo`]; set from `Options` at open).
+    io: LogIo,
     insn: FlushInsn,
     /// Keeps the mapped file open (file backends).
     file: Option<File>,
@@ -154,6 +156,7 @@ impl Mem {
             backend,
             insn: detect_flush_insn(),
             file: Some(file),
+            io: LogIo::with_env(LogIo::DEFAULT),
             sim: None,
         })
     }
@@ -171,6 +174,7 @@ impl Mem {
             base: ptr,
             len,
             backend: Backend::Private,
+            io: LogIo::DEFAULT,
             insn: FlushInsn::Clflush,
             file: None,
             sim: None,
@@ -183,10 +187,21 @@ impl Mem {
             base: dev.base_ptr(),
             len: dev.len(),
             backend: Backend::Sim,
+            io: LogIo::DEFAULT,
             insn: FlushInsn::Clflush,
             file: None,
             sim: Some(dev),
         }
+    }
+
+    /// Sets how logs reach a file-backed pool (at open, before any log is written).
+    pub(crate) fn set_log_io(&mut self, io: LogIo) {
+        self.io = io;
+    }
+
+    /// How logs reach a file-backed pool.
+    pub(crate) fn log_io(&self) -> LogIo {
+        self.io
     }
 
     /// The backend in use.
@@ -230,7 +245,7 @@ impl Mem {
     /// Copies a log record (or a log's padding, mark or seal) to `off`. Not durable
     /// until written back and fenced, as [`Mem::write`].
     ///
-    /// On the `Msync` backend with `CASCADE_LOG_WRITE=pwrite` ([`LogIo`]; off by
+    /// On the `Msync` backend with [`LogIo::pwrite`] (`Options::log_pwrite`; off by
     /// default) the bytes go in with a positioned write (`pwrite`) into the pool file
     /// instead of a store into the mapping (issue #30, design.md §10):
     /// Linux keeps one page cache per file, so readers of the mapping see the bytes as
@@ -243,7 +258,7 @@ impl Mem {
     pub fn write_log(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check(off, data.len() as u64)?;
         match (&self.file, self.backend) {
-            (Some(f), Backend::Msync) if log_io().pwrite => f
+            (Some(f), Backend::Msync) if self.io.pwrite => f
                 .write_all_at(data, off)
                 .map_err(|e| Error::io(format!("writing a log record at pool offset {off}"), e)),
             _ => self.write(off, data),
@@ -391,12 +406,12 @@ impl Mem {
     }
 
     /// Makes a log's ranges written back through `set` durable: [`Mem::fence`], or
-    /// with `CASCADE_LOG_FENCE=fdatasync` on the `Msync` backend one `fdatasync` of
+    /// with [`LogIo::fdatasync`] (`Options::log_fdatasync`) on the `Msync` backend one `fdatasync` of
     /// the pool file (which also writes back what else is dirty in it; a switch to
     /// measure the two against each other, design.md §10).
     pub fn fence_log(&self, set: &mut WritebackSet) -> Result<()> {
         match (&self.file, self.backend) {
-            (Some(f), Backend::Msync) if log_io().fdatasync => {
+            (Some(f), Backend::Msync) if self.io.fdatasync => {
                 if set.take().is_empty() {
                     return Ok(());
                 }
@@ -526,16 +541,16 @@ impl Drop for Mem {
     }
 }
 
-/// How logs reach a file-backed pool (`Backend::Msync`); switches read once per
-/// process from the environment, so that one binary measures each choice
-/// (`scripts/bench-sync.sh`): `CASCADE_LOG_WRITE=pwrite` writes records with
-/// `pwrite` instead of storing them into the mapping (off by default: a system call
-/// per record made buffered loads 2.2× slower, 0.27 against 0.59 Mops/s for 2 M puts
-/// on /dev/shm, session 10); `CASCADE_LOG_PREWRITE=0` leaves new log segments
-/// unwritten; `CASCADE_LOG_FENCE=fdatasync` fences with `fdatasync` instead of `msync`.
-#[derive(Debug, Clone, Copy)]
+/// How logs reach a file-backed pool (`Backend::Msync`), from `Options::log_pwrite`,
+/// `log_prewrite` and `log_fdatasync` (design.md §10). The environment overrides each
+/// (read once per process), so that one binary measures every choice side by side
+/// (`scripts/bench-sync.sh`): `CASCADE_LOG_WRITE=pwrite|store`,
+/// `CASCADE_LOG_PREWRITE=1|0`, `CASCADE_LOG_FENCE=fdatasync|msync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LogIo {
-    /// Records go in with `pwrite` (default: stores into the mapping).
+    /// Records go in with `pwrite` (default: stores into the mapping; a system call
+    /// per record made buffered loads 2.2× slower, 0.27 against 0.59 Mops/s for 2 M
+    /// puts on /dev/shm, session 10).
     pub pwrite: bool,
     /// New segments of a syncing store's logs are pre-written (default).
     pub prewrite: bool,
@@ -543,16 +558,41 @@ pub(crate) struct LogIo {
     pub fdatasync: bool,
 }
 
-/// The process's [`LogIo`].
-pub(crate) fn log_io() -> LogIo {
-    static IO: std::sync::OnceLock<LogIo> = std::sync::OnceLock::new();
-    *IO.get_or_init(|| {
-        let var = |k: &str| std::env::var(k).unwrap_or_default();
+impl LogIo {
+    /// The defaults (`Options::default()`'s).
+    pub(crate) const DEFAULT: LogIo = LogIo {
+        pwrite: false,
+        prewrite: true,
+        fdatasync: false,
+    };
+
+    /// `self` with the environment's overrides applied.
+    #[must_use]
+    pub(crate) fn with_env(self) -> LogIo {
+        let env = env_overrides();
         LogIo {
-            pwrite: var("CASCADE_LOG_WRITE") == "pwrite",
-            prewrite: var("CASCADE_LOG_PREWRITE") != "0",
-            fdatasync: var("CASCADE_LOG_FENCE") == "fdatasync",
+            pwrite: env.0.unwrap_or(self.pwrite),
+            prewrite: env.1.unwrap_or(self.prewrite),
+            fdatasync: env.2.unwrap_or(self.fdatasync),
         }
+    }
+}
+
+/// The environment's overrides of [`LogIo`], read once per process.
+fn env_overrides() -> (Option<bool>, Option<bool>, Option<bool>) {
+    static ENV: std::sync::OnceLock<(Option<bool>, Option<bool>, Option<bool>)> =
+        std::sync::OnceLock::new();
+    *ENV.get_or_init(|| {
+        let var = |k: &str, yes: &str, no: &str| match std::env::var(k).ok()?.as_str() {
+            v if v == yes => Some(true),
+            v if v == no => Some(false),
+            _ => None,
+        };
+        (
+            var("CASCADE_LOG_WRITE", "pwrite", "store"),
+            var("CASCADE_LOG_PREWRITE", "1", "0"),
+            var("CASCADE_LOG_FENCE", "fdatasync", "msync"),
+        )
     })
 }
 

@@ -327,9 +327,14 @@ impl Pool {
     }
 
     /// Whether new FastStore log segments are pre-written (a log was synced, and
-    /// `CASCADE_LOG_PREWRITE` is not `0`: a switch to measure what it buys).
+    /// `Options::log_prewrite`, [`super::persist::LogIo`]).
     pub fn prewrites_logs(&self) -> bool {
-        self.durable_logs.load(Ordering::Relaxed) && super::persist::log_io().prewrite
+        self.durable_logs.load(Ordering::Relaxed) && self.mem.log_io().prewrite
+    }
+
+    /// Sets how logs reach a file-backed pool (at open, before any log is written).
+    pub(crate) fn set_log_io(&mut self, io: super::persist::LogIo) {
+        self.mem.set_log_io(io);
     }
 
     /// The persistence seam.
