@@ -15,10 +15,12 @@
 
 mod cli;
 
-/// Counts heap bytes, so `stats` and the benchmarks can report DRAM use.
+/// Counts heap bytes, so `stats` and the benchmarks can report DRAM use. The inner
+/// allocator is mimalloc: loads ran 1.2–2× glibc's malloc (docs/benchmarks.md, session
+/// 11); jemalloc measured the same with lower RSS, but its C build cost CI ~2 minutes.
 #[global_allocator]
-static ALLOC: cascade_bench::alloc::CountingAlloc<tikv_jemallocator::Jemalloc> =
-    cascade_bench::alloc::CountingAlloc(tikv_jemallocator::Jemalloc);
+static ALLOC: cascade_bench::alloc::CountingAlloc<mimalloc::MiMalloc> =
+    cascade_bench::alloc::CountingAlloc(mimalloc::MiMalloc);
 
 /// Runs the command line and exits with its status.
 fn main() {
