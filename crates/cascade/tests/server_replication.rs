@@ -503,19 +503,36 @@ fn chunk_applied(c: &mut Client) {
 /// The string `partial` = "v" as an engine entry (metadata namespace 01, type 0).
 const PARTIAL: (&[u8], &[u8]) = (b"\x01partial", b"\x00\x00v");
 
-/// A replica SIGKILLed in the middle of a full sync (one chunk applied) never serves
-/// the partial data: restarted as a primary it refuses to start and says how to
-/// recover; restarted as a replica it answers -LOADING until a full sync completes.
-#[test]
-fn replica_killed_mid_full_sync_never_serves_partial_data() {
+/// A replica (its data in `temp_dir(tag)`, kept) in the middle of a full sync from a
+/// fake primary that has sent one chunk (`PARTIAL`), which the replica applied: the
+/// fake primary's listener, the directory, the replica, the sync link (dropping it
+/// cuts the sync) and a client of the replica.
+fn replica_mid_full_sync(
+    tag: &str,
+) -> (
+    TcpListener,
+    std::path::PathBuf,
+    Server,
+    std::net::TcpStream,
+    Client,
+) {
     let fake = TcpListener::bind("127.0.0.1:0").expect("test setup");
     let fport = fake.local_addr().expect("test setup").port().to_string();
-    let rdir = temp_dir("midsync");
+    let rdir = temp_dir(tag);
     let mut replica = Server::start_in(&rdir, &["--replicaof", "127.0.0.1", &fport]);
     replica.keep_dir = true;
     let link = fake_full_sync(&fake, &[PARTIAL]);
     let mut r = replica.connect();
     chunk_applied(&mut r);
+    (fake, rdir, replica, link, r)
+}
+
+/// A replica SIGKILLed in the middle of a full sync (one chunk applied) never serves
+/// the partial data: restarted as a primary it refuses to start and says how to
+/// recover; restarted as a replica it answers -LOADING until a full sync completes.
+#[test]
+fn replica_killed_mid_full_sync_never_serves_partial_data() {
+    let (_fake, rdir, mut replica, link, mut r) = replica_mid_full_sync("midsync");
     assert_eq!(
         info_field(&mut r, "persistence", "loading").as_deref(),
         Some("1")
@@ -574,14 +591,7 @@ fn replica_killed_mid_full_sync_never_serves_partial_data() {
 /// after a restart.
 #[test]
 fn promotion_mid_full_sync_discards_partial_data() {
-    let fake = TcpListener::bind("127.0.0.1:0").expect("test setup");
-    let fport = fake.local_addr().expect("test setup").port().to_string();
-    let rdir = temp_dir("midsync-noone");
-    let mut replica = Server::start_in(&rdir, &["--replicaof", "127.0.0.1", &fport]);
-    replica.keep_dir = true;
-    let link = fake_full_sync(&fake, &[PARTIAL]);
-    let mut r = replica.connect();
-    chunk_applied(&mut r);
+    let (_fake, rdir, mut replica, link, mut r) = replica_mid_full_sync("midsync-noone");
     assert_eq!(r.cmd(&["GET", "partial"]), loading_error());
     assert_eq!(
         r.cmd(&["REPLICAOF", "NO", "ONE"]),

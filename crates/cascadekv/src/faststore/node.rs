@@ -282,7 +282,7 @@ impl InnerNode {
         let mut pfx = [0u8; MAX_SKIP];
         let skip = match (seps.first(), seps.last()) {
             (Some(a), Some(b)) => {
-                let n = a.common_prefix(&b.to_boxed(), MAX_SKIP);
+                let n = a.common_prefix_key(b).min(MAX_SKIP);
                 a.copy_prefix(&mut pfx[..n]);
                 n
             }
