@@ -16,7 +16,9 @@
 #           "--sync-persisters 2"; with BEFORE_BIN, that binary's server too, as
 #           `cascade-before`) against `redis-server --appendonly yes --appendfsync
 #           always`, alternating twice: redis-benchmark SET, INCR and LPUSH (100 B, -P 1
-#           -c 50) and go-ycsb (redis binding) A and B, 16 threads.
+#           -c 50; p99.9 from its percentile report, the first listed percentile at or
+#           above 99.9 %) and go-ycsb (redis binding) A and B, 16 threads. A row after
+#           each server's redis-benchmark cells gives the load average then.
 #   methods: `persist_backends`, what one durable small write costs per method.
 #
 # Not part of CI. BENCH_DISK_DIR (default target/bench-sync) must be on the disk to
@@ -24,8 +26,13 @@
 # first time); ROCKS_BIN names such a binary if it is not target/release/cascade. PORT
 # (default 7510) is where the servers listen. Knobs of the log path are environment
 # variables of the cascade process (pmem/persist.rs `LogIo`): CASCADE_LOG_WRITE=pwrite,
-# CASCADE_LOG_PREWRITE=0, CASCADE_LOG_FENCE=fdatasync; CASCADE_ENV passes them to the
-# `cascade` engine rows (e.g. CASCADE_ENV="CASCADE_LOG_PREWRITE=0").
+# CASCADE_LOG_PREWRITE=0, CASCADE_LOG_FENCE=fdatasync; of the sync journal
+# (pmem/journal/): CASCADE_JOURNAL=0|1, CASCADE_JOURNAL_SYNC=dsync|shared,
+# CASCADE_JOURNAL_SIZE=bytes; of the group commit (faststore/group.rs):
+# CASCADE_GROUP_DEPTH=n. CASCADE_ENV passes them to the `cascade` engine rows (e.g.
+# CASCADE_ENV="CASCADE_LOG_PREWRITE=0"); CASCADE_ALT_ENV adds `cascade-alt` rows, the
+# same binary with those variables (e.g. CASCADE_ALT_ENV="CASCADE_JOURNAL=0": the
+# mapped log's msync fences), in the same rounds.
 # Usage: scripts/bench-sync.sh [quick] [engine|server|methods|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +56,7 @@ engine_rows() { # label bin env args...
   rm -rf "$DISK/eng"
   local w0 f0 w1 f1 out
   read -r w0 f0 < <(disk)
-  out=$(env $envs "$bin" bench --quiet --dir "$DISK/eng" --durability sync --pool-size 2G "$@" | grep '^| [a-z]')
+  out=$(env $envs "$bin" bench --quiet --dir "$DISK/eng" --durability sync --pool-size 2G "$@" | grep '^| [a-z]' | grep -v '^| engine ')
   read -r w1 f1 < <(disk)
   # acked writes: fillrandom = its ops; YCSB = load ops + write share of each workload
   local acked
@@ -95,6 +102,9 @@ engine() {
             if [ -n "${BEFORE_BIN:-}" ]; then
               engine_rows cascade-before "$BEFORE_BIN" "" --engine cascade "${a[@]}"
             fi
+            if [ -n "${CASCADE_ALT_ENV:-}" ]; then
+              engine_rows cascade-alt "$BIN" "$CASCADE_ALT_ENV" --engine cascade "${a[@]}"
+            fi
           else
             engine_rows rocksdb "$ROCKS_BIN" "" --engine rocksdb "${a[@]}"
           fi
@@ -110,10 +120,13 @@ wait_ready() { for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>
 SPID=
 stop() { if [ -n "$SPID" ]; then redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$SPID" 2>/dev/null || true; wait "$SPID" 2>/dev/null || true; SPID=; fi; }
 trap stop EXIT
-start_server() { # cascade|cascade-before|redis
+start_server() { # cascade|cascade-alt|cascade-before|redis
   rm -rf "$DISK/srv"; mkdir -p "$DISK/srv"
   if [ "$1" = cascade ]; then
     env ${CASCADE_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G \
+      ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
+  elif [ "$1" = cascade-alt ]; then
+    env ${CASCADE_ALT_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G \
       ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
   elif [ "$1" = cascade-before ]; then
     "$BEFORE_BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G >/dev/null 2>&1 &
@@ -127,10 +140,15 @@ server_rows() { # label
   local n=$((40000 / SCALE)) rec=$((20000 / SCALE)) ops=$((40000 / SCALE))
   local w0 f0 w1 f1
   read -r w0 f0 < <(disk)
-  redis-benchmark -p "$PORT" -t set,incr,lpush -n "$n" -r 100000 -d 100 -P 1 -c 50 --csv 2>/dev/null |
-    tail -n +2 | tr -d '"' | while IFS=, read -r t rps _avg _min p50 _p95 p99 max; do
-      echo "| $1 | $t | $rps | $p50 ms | $p99 ms | — | $max ms | — |"
-    done
+  # Not --csv: its columns stop at p99. The full report's "Latency by percentile
+  # distribution" gives p99.9 as the first listed percentile at or above 99.9 %.
+  redis-benchmark -p "$PORT" -t set,incr,lpush -n "$n" -r 100000 -d 100 -P 1 -c 50 --precision 3 2>/dev/null |
+    tr '\r' '\n' | awk -v l="$1" '
+      /^====== / { t = $2; p999 = "" }
+      /^[0-9.]+% <= / && t != "" && p999 == "" { pc = $1; sub(/%/, "", pc); if (pc + 0 >= 99.9) p999 = $3 }
+      /throughput summary:/ { rps = $3 }
+      /avg +min +p50/ { getline; printf "| %s | %s | %s | %s ms | %s ms | %s ms | %s ms | — |\n", l, t, rps, $3, $5, p999, $6; t = "" }'
+  echo "| $1 | (load average: $(cut -d' ' -f1-3 /proc/loadavg)) | | | | | | |"
   read -r w1 f1 < <(disk)
   echo "| $1 | (redis-benchmark: $((3 * n)) writes) | | | | | | $(awk -v a="$((w1 - w0))" -v b="$((f1 - f0))" -v n="$((3 * n))" 'BEGIN { printf "%.2f / %.2f", a / n, b / n }') |"
   local YCSB=target/tools/go-ycsb WL=target/tools/go-ycsb-workloads
@@ -157,7 +175,7 @@ server() {
   echo
   echo '```'
   echo "cascade serve --durability sync --threads 2 --pool-size 2G   |   redis-server --appendonly yes --appendfsync always --save ''"
-  echo "redis-benchmark -t set,incr,lpush -n $((40000 / SCALE)) -r 100000 -d 100 -P 1 -c 50 --csv"
+  echo "redis-benchmark -t set,incr,lpush -n $((40000 / SCALE)) -r 100000 -d 100 -P 1 -c 50 --precision 3"
   echo "go-ycsb load redis (workloada, recordcount=$((20000 / SCALE)), 16 threads); run a, b (operationcount=$((40000 / SCALE)), 16 threads)"
   echo '```'
   echo
@@ -165,6 +183,7 @@ server() {
   echo "|---|---|---|---|---|---|---|---|"
   local first="cascade" last="cascade"
   if [ -n "${BEFORE_BIN:-}" ]; then first="cascade cascade-before"; last="cascade-before cascade"; fi
+  if [ -n "${CASCADE_ALT_ENV:-}" ]; then first="$first cascade-alt"; last="cascade-alt $last"; fi
   for order in "$first redis" "redis $last"; do
     for s in $order; do
       start_server "$s"

@@ -14,6 +14,11 @@
 //! persist covers every request that arrived meanwhile, on every worker; and with
 //! more than one persister the device serves several flushes at once (design.md §10).
 //!
+//! A round of keyed reads whose newest visible write is durable already needs no
+//! ticket (`visible.rs`); one whose newest visible write is covered by a persist
+//! that has *begun* (`started`) waits for that persist's end (`settled`) instead of
+//! asking for another.
+//!
 //! Invariants:
 //! * a ticket is asked for after its round's commands ran, so everything the round
 //!   wrote — and every write of another worker it could have read, which was in the
@@ -23,17 +28,31 @@
 //!   §10's rule);
 //! * `done` only grows: a persister that took ticket `t` and returns covers every
 //!   ticket `<= t` (each was asked for before it began), whichever persister took them;
-//! * a worker records the ticket it waits for *under the lock* that a persister takes
-//!   to wake the waiting workers, so a wake-up is never lost (a mio `Waker` is sticky:
-//!   a wake before the worker polls makes its next poll return at once).
+//! * a persister reads the last write number `g0` (`Seqs::last`) under `state`'s lock
+//!   before it persists: `started` and `settled` only grow, every write numbered `<=
+//!   started` is covered by a persist that has begun, and every one `<= settled` by one
+//!   that has ended (and is durable unless that persist failed);
+//! * a worker records what it waits for (a ticket, a write number) *under the lock*
+//!   that a persister takes to wake the waiting workers, so a wake-up is never lost (a
+//!   mio `Waker` is sticky: a wake before the worker polls makes its next poll return
+//!   at once).
 //!
 //! Shared state: everything in [`State`] is guarded by `state`'s mutex; `work` wakes
-//! the persisters.
+//! the persisters. The durable write number itself is an atomic in `visible::Seqs`.
 
 use std::sync::Arc;
 
 use mio::Waker;
 use parking_lot::{Condvar, Mutex};
+
+use crate::visible::Seqs;
+
+/// What one worker waits for (0: nothing).
+#[derive(Debug, Default, Clone, Copy)]
+struct Wait {
+    ticket: u64,
+    seq: u64,
+}
 
 /// What the workers and persisters share.
 #[derive(Debug, Default)]
@@ -46,8 +65,14 @@ struct State {
     done: u64,
     /// Tickets up to this one were covered by a persist that failed.
     failed: u64,
-    /// Per lane: the ticket the worker waits for (0: none).
-    waiting: Vec<u64>,
+    /// Writes numbered up to this one are covered by a persist that has begun.
+    started: u64,
+    /// Writes numbered up to this one are covered by a persist that has ended.
+    settled: u64,
+    /// Persists run so far.
+    persists: u64,
+    /// Per lane: what the worker waits for.
+    waiting: Vec<Wait>,
     /// Per lane: the worker's poll waker.
     wakers: Vec<Option<Arc<Waker>>>,
     /// Persisters stop once nothing is asked for.
@@ -68,6 +93,8 @@ pub(crate) struct Progress {
     pub(crate) done: u64,
     /// Every ticket up to this one failed to persist.
     pub(crate) failed: u64,
+    /// Every write numbered up to this one was covered by a persist that ended.
+    pub(crate) settled: u64,
 }
 
 impl Commit {
@@ -76,7 +103,7 @@ impl Commit {
         let n = workers.max(1);
         Commit {
             state: Mutex::new(State {
-                waiting: vec![0; n],
+                waiting: vec![Wait::default(); n],
                 wakers: vec![None; n],
                 ..State::default()
             }),
@@ -92,19 +119,21 @@ impl Commit {
         }
     }
 
-    /// Worker `lane` served a round: its ticket. The worker is woken when the ticket is
-    /// done (or an older one it waits for is).
-    pub(crate) fn ask(&self, lane: usize) -> u64 {
+    /// A worker served a round: its ticket. It is done once a persist that began
+    /// after this call has ended ([`Commit::wait_for`] asks to be woken then).
+    pub(crate) fn ask(&self) -> u64 {
         let mut g = self.state.lock();
         g.asked += 1;
         let t = g.asked;
-        if let Some(w) = g.waiting.get_mut(lane) {
-            if *w == 0 {
-                *w = t;
-            }
-        }
         self.work.notify_one();
         t
+    }
+
+    /// Whether a persist that has begun covers the write numbered `seq`: a round
+    /// that read nothing newer may wait for it instead of asking for a ticket.
+    pub(crate) fn covering(&self, seq: u64) -> bool {
+        let g = self.state.lock();
+        g.started >= seq || g.settled >= seq
     }
 
     /// Where tickets stand.
@@ -113,43 +142,60 @@ impl Commit {
         Progress {
             done: g.done,
             failed: g.failed,
+            settled: g.settled,
         }
     }
 
-    /// Worker `lane` still holds a round with ticket `t`: `true` if it is done
-    /// already, else the worker is woken when it is.
-    pub(crate) fn wait_for(&self, lane: usize, t: u64) -> bool {
+    /// Persists run so far (INFO).
+    pub(crate) fn persists(&self) -> u64 {
+        self.state.lock().persists
+    }
+
+    /// Worker `lane` still holds rounds waiting for ticket `ticket` or for the write
+    /// numbered `seq` (0: none of that kind): `true` if one of them is met already,
+    /// else the worker is woken when one is.
+    pub(crate) fn wait_for(&self, lane: usize, ticket: u64, seq: u64) -> bool {
         let mut g = self.state.lock();
-        if g.done >= t {
+        if (ticket != 0 && g.done >= ticket) || (seq != 0 && g.settled >= seq) {
             return true;
         }
         if let Some(w) = g.waiting.get_mut(lane) {
-            *w = t;
+            *w = Wait { ticket, seq };
         }
         false
     }
 
     /// A persister's loop: takes every ticket asked for, runs `persist` (which makes
-    /// everything in the shared log durable), publishes the result; returns after
+    /// everything in the shared log durable), publishes the result — the tickets it
+    /// took, and the write number `seqs` had before it began; returns after
     /// [`Commit::stop`] once nothing is left to take.
-    pub(crate) fn run_persister(&self, mut persist: impl FnMut() -> bool) {
+    pub(crate) fn run_persister(&self, seqs: &Seqs, mut persist: impl FnMut() -> bool) {
         let mut g = self.state.lock();
         loop {
             if g.taken < g.asked {
                 let upto = g.asked;
                 g.taken = upto;
+                // Before the persist: every write numbered up to g0 is in the log.
+                let g0 = seqs.last();
+                g.started = g.started.max(g0);
                 let ok = parking_lot::MutexGuard::unlocked(&mut g, &mut persist);
-                if !ok {
+                if ok {
+                    seqs.persisted(g0);
+                } else {
                     g.failed = g.failed.max(upto);
                 }
+                g.persists += 1;
                 g.done = g.done.max(upto);
-                let done = g.done;
+                g.settled = g.settled.max(g0);
+                let (done, settled) = (g.done, g.settled);
                 let State {
                     waiting, wakers, ..
                 } = &mut *g;
                 for (w, k) in waiting.iter_mut().zip(wakers.iter()) {
-                    if *w != 0 && *w <= done {
-                        *w = 0;
+                    let met =
+                        (w.ticket != 0 && w.ticket <= done) || (w.seq != 0 && w.seq <= settled);
+                    if met {
+                        *w = Wait::default();
                         if let Some(k) = k {
                             let _ = k.wake();
                         }
@@ -178,20 +224,34 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Duration;
 
+    /// A worker's poll with a registered waker.
+    fn worker(commit: &Commit, lane: usize) -> Poll {
+        let poll = Poll::new().expect("test");
+        let waker = Arc::new(Waker::new(poll.registry(), Token(7)).expect("test"));
+        commit.enter(lane, waker);
+        poll
+    }
+
+    fn woken(poll: &mut Poll, within: Duration) -> bool {
+        let mut events = Events::with_capacity(4);
+        poll.poll(&mut events, Some(within)).expect("test");
+        events.iter().any(|e| e.token() == Token(7))
+    }
+
     #[test]
     fn a_held_round_is_done_only_after_a_persist_that_began_after_its_ticket() {
         let commit = Arc::new(Commit::new(2));
-        let mut poll = Poll::new().expect("test");
-        let waker = Arc::new(Waker::new(poll.registry(), Token(7)).expect("test"));
-        commit.enter(1, waker);
+        let seqs = Arc::new(Seqs::new(4));
+        let mut poll = worker(&commit, 1);
         // A "log" whose appends become durable only when a persist starts after them.
         let appended = Arc::new(AtomicU64::new(0));
         let durable = Arc::new(AtomicU64::new(0));
         let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
         let persister = {
-            let (commit, appended, durable) = (commit.clone(), appended.clone(), durable.clone());
+            let (commit, seqs) = (commit.clone(), seqs.clone());
+            let (appended, durable) = (appended.clone(), durable.clone());
             std::thread::spawn(move || {
-                commit.run_persister(|| {
+                commit.run_persister(&seqs, || {
                     let at = appended.load(Ordering::SeqCst);
                     let _ = gate_rx.recv(); // the persist takes as long as the test says
                     durable.store(at, Ordering::SeqCst);
@@ -200,48 +260,101 @@ mod tests {
             })
         };
         appended.store(1, Ordering::SeqCst);
-        let t1 = commit.ask(1);
+        let t1 = commit.ask();
+        assert!(!commit.wait_for(1, t1, 0));
         // The persister took t1 and is persisting; a second round arrives meanwhile.
         std::thread::sleep(Duration::from_millis(20));
         appended.store(2, Ordering::SeqCst);
-        let t2 = commit.ask(1);
+        let t2 = commit.ask();
         assert!(t2 > t1);
-        let mut events = Events::with_capacity(4);
-        poll.poll(&mut events, Some(Duration::from_millis(20)))
-            .expect("test");
-        assert!(events.is_empty(), "woken before any persist ended");
+        assert!(
+            !woken(&mut poll, Duration::from_millis(20)),
+            "woken before any persist ended"
+        );
         gate_tx.send(()).expect("test");
-        poll.poll(&mut events, Some(Duration::from_secs(5)))
-            .expect("test");
-        assert!(events.iter().any(|e| e.token() == Token(7)), "not woken");
+        assert!(woken(&mut poll, Duration::from_secs(5)), "not woken");
         let p = commit.progress();
         assert!(p.done >= t1 && p.done < t2, "{p:?}");
         assert_eq!(durable.load(Ordering::SeqCst), 1);
-        assert!(!commit.wait_for(1, t2), "t2 is not durable yet");
+        assert!(!commit.wait_for(1, t2, 0), "t2 is not durable yet");
         gate_tx.send(()).expect("test");
-        poll.poll(&mut events, Some(Duration::from_secs(5)))
-            .expect("test");
-        assert!(
-            events.iter().any(|e| e.token() == Token(7)),
-            "not woken for t2"
-        );
-        assert!(commit.wait_for(1, t2));
+        assert!(woken(&mut poll, Duration::from_secs(5)), "not woken for t2");
+        assert!(commit.wait_for(1, t2, 0));
         assert_eq!(durable.load(Ordering::SeqCst), 2);
         assert_eq!(commit.progress().failed, 0);
+        assert_eq!(commit.persists(), 2);
         commit.stop();
         persister.join().expect("test");
     }
 
     #[test]
-    fn a_failed_persist_fails_the_tickets_it_took() {
+    fn a_read_waits_for_the_persist_that_began_after_its_write_not_for_a_new_one() {
         let commit = Arc::new(Commit::new(1));
-        let t = commit.ask(0);
-        let c = commit.clone();
-        let persister = std::thread::spawn(move || c.run_persister(|| false));
+        let seqs = Arc::new(Seqs::new(4));
+        seqs.enable();
+        let mut poll = worker(&commit, 0);
+        let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+        let persister = {
+            let (commit, seqs) = (commit.clone(), seqs.clone());
+            std::thread::spawn(move || {
+                commit.run_persister(&seqs, || gate_rx.recv().is_ok());
+            })
+        };
+        seqs.wrote(); // write 1 (no stripe held: on the floor)
+        assert!(!commit.covering(1), "no persist has begun");
+        let t1 = commit.ask();
+        while !commit.covering(1) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        seqs.wrote(); // write 2, after the persist began
+        assert!(
+            !commit.covering(2),
+            "the running persist does not cover write 2"
+        );
+        // A reader of write 1 waits for the running persist, without a ticket.
+        assert!(!commit.wait_for(0, 0, 1));
+        assert_eq!(seqs.durable(), 0);
+        assert!(
+            !woken(&mut poll, Duration::from_millis(20)),
+            "woken before the persist ended"
+        );
+        gate_tx.send(()).expect("test");
+        assert!(
+            woken(&mut poll, Duration::from_secs(5)),
+            "the reader was not woken"
+        );
+        assert_eq!(seqs.durable(), 1, "write 2 is not durable");
+        let p = commit.progress();
+        assert_eq!((p.done, p.settled), (t1, 1));
+        assert!(commit.wait_for(0, 0, 1));
+        assert!(!commit.wait_for(0, 0, 2));
+        assert_eq!(commit.persists(), 1, "the reader asked for no persist");
+        drop(gate_tx);
+        commit.stop();
+        persister.join().expect("test");
+    }
+
+    #[test]
+    fn a_failed_persist_fails_the_tickets_it_took_and_marks_nothing_durable() {
+        let commit = Arc::new(Commit::new(1));
+        let seqs = Arc::new(Seqs::new(1));
+        seqs.enable();
+        seqs.wrote();
+        let t = commit.ask();
+        let (c, s) = (commit.clone(), seqs.clone());
+        let persister = std::thread::spawn(move || c.run_persister(&s, || false));
         while commit.progress().done < t {
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(commit.progress(), Progress { done: t, failed: t });
+        assert_eq!(
+            commit.progress(),
+            Progress {
+                done: t,
+                failed: t,
+                settled: 1
+            }
+        );
+        assert_eq!(seqs.durable(), 0);
         commit.stop();
         persister.join().expect("test");
     }

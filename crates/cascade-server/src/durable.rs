@@ -7,7 +7,8 @@
 //! persist of that log that began after the round (`commit.rs`'s persister threads,
 //! or with `--sync-persisters 0` the worker's own `Db::sync_thread` at the round's
 //! end, pipelined: it waits for a running persist that covers it), which covers every
-//! write the round could have read. The lanes below
+//! write the round could have read (and a round of keyed reads of durable writes
+//! needs none, `visible.rs`). The lanes below
 //! serve a server switched to sync at run time (`CONFIG SET appendfsync always`),
 //! whose workers keep logs of their own.
 //!

@@ -295,6 +295,30 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
         "Log persists covering a round of writes (sync durability).",
         m.sum(|w| &w.group_commits),
     );
+    l.both(
+        s,
+        "cascade_sync_persists",
+        "cascade_sync_persists_total",
+        Counter,
+        "Persists of the shared log by the persister threads (sync durability).",
+        shared.commit.persists(),
+    );
+    l.both(
+        s,
+        "cascade_sync_reads_unheld",
+        "cascade_sync_reads_unheld_total",
+        Counter,
+        "Rounds of keyed reads on a connection answered without waiting for a persist.",
+        m.sum(|w| &w.reads_unheld),
+    );
+    l.both(
+        s,
+        "cascade_sync_reads_no_ticket",
+        "cascade_sync_reads_no_ticket_total",
+        Counter,
+        "Rounds of keyed reads that waited for a running persist, asking for none.",
+        m.sum(|w| &w.reads_no_ticket),
+    );
     l.info(
         s,
         "cascade_previous_shutdown_clean",

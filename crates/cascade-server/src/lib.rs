@@ -55,6 +55,7 @@ mod error;
 mod glob;
 mod hash;
 mod http;
+mod inbuf;
 mod info;
 mod keyspace;
 mod metrics;
@@ -68,6 +69,7 @@ mod shared;
 mod store;
 mod tracking;
 mod types;
+mod visible;
 mod worker;
 
 pub use config::ServerConfig;

@@ -43,6 +43,12 @@ pub(crate) struct WorkerStats {
     pub(crate) bytes_out: AtomicU64,
     /// Group commits (one persist of this worker's log for a round of writes).
     pub(crate) group_commits: AtomicU64,
+    /// Connections whose round of keyed reads was answered without waiting for a
+    /// persist (sync durability, `visible.rs`).
+    pub(crate) reads_unheld: AtomicU64,
+    /// Connections whose round of keyed reads waited for a persist already running,
+    /// without a ticket of their own.
+    pub(crate) reads_no_ticket: AtomicU64,
     /// Protocol errors (connection closed).
     pub(crate) protocol_errors: AtomicU64,
 }
@@ -56,6 +62,8 @@ impl WorkerStats {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             group_commits: AtomicU64::new(0),
+            reads_unheld: AtomicU64::new(0),
+            reads_no_ticket: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
         }
     }

@@ -103,6 +103,11 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     // store keeps whatever `--pool-size` says now (CONFIG GET reports this).
     fixed.engine.fast_budget = db.stats().fast_budget_bytes;
     let metrics = Metrics::new(commands.names(), stats.clone());
+    if fixed.sync && fixed.sync_persisters > 0 {
+        // Reads that see only durable writes are answered at once (`visible.rs`; the
+        // persisters publish what is durable).
+        store.seqs().enable();
+    }
     let shared = Arc::new(Shared::new(store, fixed, local.port(), metrics));
     crate::scripting::start(&shared)?;
     // Before replication starts: a replica's first records already count per slot.
@@ -182,18 +187,28 @@ fn start_persisters(shared: &Arc<Shared>) -> std::io::Result<Vec<std::thread::Jo
     if !shared.fixed.sync {
         return Ok(persisters);
     }
+    // Tests stretch every persist to see what waits for it (never set in service).
+    let delay = std::env::var("CASCADE_TEST_PERSIST_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
     for i in 0..shared.fixed.sync_persisters {
         let s = shared.clone();
         persisters.push(
             std::thread::Builder::new()
                 .name(format!("cascade-persist-{i}"))
                 .spawn(move || {
-                    cascadekv::set_thread_log_slot(0);
-                    s.commit.run_persister(|| match s.store.db().sync_thread() {
-                        Ok(()) => true,
-                        Err(e) => {
-                            eprintln!("cascade: persisting the log failed: {e}");
-                            false
+                    crate::visible::bind_shared_log(true);
+                    s.commit.run_persister(s.store.seqs(), || {
+                        if let Some(d) = delay {
+                            std::thread::sleep(d);
+                        }
+                        match s.store.db().sync_thread() {
+                            Ok(()) => true,
+                            Err(e) => {
+                                eprintln!("cascade: persisting the log failed: {e}");
+                                false
+                            }
                         }
                     });
                 })?,
@@ -251,6 +266,8 @@ fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes
 /// Expiry sweeps and ops sampling every 100 ms; in buffered mode, persists every log
 /// every `sync_interval_ms`.
 fn ticker(shared: &Shared) {
+    // Its expiry sweeps write to the shared log like the workers (`visible.rs`).
+    crate::visible::bind_shared_log(shared.fixed.sync);
     let mut last_sync = Instant::now();
     while !shared.shutting_down() {
         std::thread::sleep(Duration::from_millis(100));

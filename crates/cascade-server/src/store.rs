@@ -16,7 +16,11 @@
 //! Writes go to the calling worker thread's own engine log, `Buffered`; the worker
 //! makes them durable (group commit) before replying when the server runs with
 //! `--durability sync` (see `worker.rs`), and no worker replies before the writes of
-//! others it could have read are durable (`durable.rs`, counted by `commit`).
+//! others it could have read are durable (`durable.rs`, counted by `commit`). Under
+//! `--durability sync` every engine write is also numbered after it reached the log,
+//! while the writer's stripe locks are held ([`Guards`] keep the calling thread's
+//! stripes, `visible.rs`), so a keyed read knows the newest write it could see and
+//! needs no persist when that one is durable.
 //!
 //! `keys` and `expires` count `0x01` entries (and those with an expiry) as `DBSIZE` and
 //! `INFO keyspace` report them; like Redis they include keys that expired but were not
@@ -47,6 +51,7 @@ use crate::replication::backlog::Feed;
 use crate::resp::reply::{self, Out};
 use crate::scripting::gate::Gate;
 use crate::tracking::Tracking;
+use crate::visible::{self, Seqs};
 
 const STRIPES: usize = 1024;
 
@@ -54,6 +59,8 @@ const STRIPES: usize = 1024;
 pub(crate) struct Store {
     db: Arc<Db>,
     stripes: Box<[Mutex<()>]>,
+    /// Write numbers per stripe and the durable mark (`visible.rs`).
+    seqs: Seqs,
     /// The numbered databases: where each lives, and its key counts.
     dbs: Databases,
     /// Keys deleted by the expiry sweeper (INFO `expired_keys`).
@@ -89,8 +96,46 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Stripe locks held by a command.
-pub(crate) type Guards<'a> = Vec<MutexGuard<'a, ()>>;
+/// Stripe locks held by a command. While they are held the calling thread's writes
+/// are numbered on their stripes (`visible.rs`); a holder of every stripe is taken to
+/// have written (the replication applier writes the engine directly), so dropping
+/// such guards numbers a write on the floor.
+pub(crate) struct Guards<'a> {
+    /// The stripes, ascending (`None`: every stripe).
+    idx: Option<Vec<u16>>,
+    mark: visible::Mark,
+    seqs: Option<&'a Seqs>,
+    _locks: Vec<MutexGuard<'a, ()>>,
+}
+
+impl Guards<'_> {
+    /// Locks that hold nothing (a command without keys).
+    pub(crate) fn none() -> Guards<'static> {
+        Guards {
+            idx: Some(Vec::new()),
+            mark: visible::push_held(Some(&[])),
+            seqs: None,
+            _locks: Vec::new(),
+        }
+    }
+
+    /// Whether these are the locks of keys (not none, not every stripe).
+    pub(crate) fn keyed(&self) -> bool {
+        self.idx.as_ref().is_some_and(|i| !i.is_empty())
+    }
+}
+
+impl Drop for Guards<'_> {
+    fn drop(&mut self) {
+        // Before the fields (the locks) are dropped.
+        if self.idx.is_none() {
+            if let Some(s) = self.seqs {
+                s.wrote();
+            }
+        }
+        visible::pop_held(self.mark);
+    }
+}
 
 impl Store {
     /// Wraps `db` with `databases` numbered databases, counting each one's keys (one
@@ -101,6 +146,7 @@ impl Store {
             dbs: Databases::new(databases, map.as_deref())?,
             db,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            seqs: Seqs::new(STRIPES),
             expired_keys: AtomicI64::new(0),
             lookups: [AtomicU64::new(0), AtomicU64::new(0)],
             notify: Notify::default(),
@@ -173,7 +219,9 @@ impl Store {
         let _feed = self.feed.enter();
         self.dbs.swap(a, b);
         crate::durable::note_write();
-        if let Err(e) = self.db.put(MAP_KEY, &self.dbs.encode()) {
+        let put = self.db.put(MAP_KEY, &self.dbs.encode());
+        self.seqs.wrote();
+        if let Err(e) = put {
             self.dbs.swap(a, b);
             return Err(e.into());
         }
@@ -313,22 +361,48 @@ impl Store {
         self.expired_keys.load(Ordering::Relaxed)
     }
 
-    fn stripe(key: &[u8]) -> usize {
-        // The remainder is below STRIPES, so it fits any usize.
-        usize::try_from(crate::hash::hash64(key) % STRIPES as u64).unwrap_or(0)
+    fn stripe(key: &[u8]) -> u16 {
+        // The remainder is below STRIPES (1024), so it fits a u16.
+        u16::try_from(crate::hash::hash64(key) % STRIPES as u64).unwrap_or(0)
     }
 
     /// Locks several keys (ascending stripe order, each stripe once).
     pub(crate) fn lock_many<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) -> Guards<'_> {
-        let mut idx: Vec<usize> = keys.into_iter().map(Self::stripe).collect();
+        let mut idx: Vec<u16> = keys.into_iter().map(Self::stripe).collect();
         idx.sort_unstable();
         idx.dedup();
-        idx.into_iter().map(|i| self.stripes[i].lock()).collect()
+        let locks = idx
+            .iter()
+            .filter_map(|&i| self.stripes.get(usize::from(i)))
+            .map(Mutex::lock)
+            .collect();
+        Guards {
+            mark: visible::push_held(Some(&idx)),
+            idx: Some(idx),
+            seqs: None,
+            _locks: locks,
+        }
     }
 
     /// Locks every stripe (FLUSHDB).
     pub(crate) fn lock_all(&self) -> Guards<'_> {
-        self.stripes.iter().map(|m| m.lock()).collect()
+        let locks = self.stripes.iter().map(Mutex::lock).collect();
+        Guards {
+            idx: None,
+            mark: visible::push_held(None),
+            seqs: Some(&self.seqs),
+            _locks: locks,
+        }
+    }
+
+    /// Write numbers and the durable mark (`visible.rs`).
+    pub(crate) fn seqs(&self) -> &Seqs {
+        &self.seqs
+    }
+
+    /// The newest write a command holding `locks` could read (`visible.rs`).
+    pub(crate) fn need(&self, locks: &Guards<'_>) -> u64 {
+        self.seqs.need(locks.idx.as_deref())
     }
 
     /// Applies `tx` as one atomic engine batch, then its count changes.
@@ -373,6 +447,50 @@ impl Store {
                 &events,
             )
         });
+        // The engine writes; numbered once they are in (even if one failed halfway),
+        // while the caller's stripe locks are held (`visible.rs`).
+        let applied = self.apply(phys, flushed, writes);
+        if changes {
+            self.seqs.wrote();
+        }
+        applied?;
+        self.dbs.add(phys, dkeys, dexpires);
+        for (p, k, e) in foreign {
+            self.dbs.add(p, k, e);
+        }
+        if let Some(sc) = self.slots.get() {
+            for (slot, d) in slot_deltas {
+                sc.add(slot, d);
+            }
+        }
+        if let Some(r) = record {
+            self.feed.append(&r);
+        }
+        self.notify.touched(&touched);
+        // Keyspace notifications, once the change is visible (as Redis publishes them
+        // after the command's effect).
+        for (class, event, key, db) in events {
+            self.pubsub
+                .notify(class, event, &key, u32::try_from(db).unwrap_or(0));
+        }
+        // Client-side caching: invalidations, still under the command's stripe locks
+        // (`crate::tracking`).
+        if flushed.is_some() {
+            self.tracking.flush(&self.pubsub);
+        }
+        if !invalid.is_empty() {
+            self.tracking.invalidate(&self.pubsub, &invalid, origin);
+        }
+        Ok(())
+    }
+
+    /// [`Store::commit`]'s engine part: the flush, then the writes.
+    fn apply(
+        &self,
+        phys: u16,
+        flushed: Option<bool>,
+        writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    ) -> CmdResult<()> {
         if let Some(all) = flushed {
             let targets: Vec<u16> = if all {
                 self.dbs.physical_ids().collect()
@@ -414,33 +532,6 @@ impl Store {
                 };
             }
             self.db.write(&batch)?;
-        }
-        self.dbs.add(phys, dkeys, dexpires);
-        for (p, k, e) in foreign {
-            self.dbs.add(p, k, e);
-        }
-        if let Some(sc) = self.slots.get() {
-            for (slot, d) in slot_deltas {
-                sc.add(slot, d);
-            }
-        }
-        if let Some(r) = record {
-            self.feed.append(&r);
-        }
-        self.notify.touched(&touched);
-        // Keyspace notifications, once the change is visible (as Redis publishes them
-        // after the command's effect).
-        for (class, event, key, db) in events {
-            self.pubsub
-                .notify(class, event, &key, u32::try_from(db).unwrap_or(0));
-        }
-        // Client-side caching: invalidations, still under the command's stripe locks
-        // (`crate::tracking`).
-        if flushed.is_some() {
-            self.tracking.flush(&self.pubsub);
-        }
-        if !invalid.is_empty() {
-            self.tracking.invalidate(&self.pubsub, &invalid, origin);
         }
         Ok(())
     }
@@ -501,17 +592,20 @@ impl Store {
             }
         }
         let (lo, hi) = db_bounds(&databases::prefix(p));
-        loop {
+        let deleted = (|| loop {
             let chunk = self.db.scan(Some(&lo), hi.as_deref(), 4096)?;
             if chunk.is_empty() {
-                break;
+                return Ok::<(), CmdError>(());
             }
             let mut b = WriteBatch::new();
             for (k, _) in chunk {
                 b.delete(k);
             }
             self.db.write(&b)?;
-        }
+        })();
+        // Numbered under the caller's locks, even if it stopped halfway (`visible.rs`).
+        self.seqs.wrote();
+        deleted?;
         self.dbs.clear(p);
         Ok(())
     }
@@ -640,6 +734,11 @@ impl<'s> Tx<'s> {
     /// Names the client running this transaction (see `origin`).
     pub(crate) fn set_origin(&mut self, id: u64) {
         self.origin = id;
+    }
+
+    /// Whether committing it writes anything (puts, deletes or a flush).
+    pub(crate) fn writes_pending(&self) -> bool {
+        self.flushed.is_some() || !self.writes.is_empty()
     }
 
     /// True if some client tracks keys (client-side caching): reads are to be

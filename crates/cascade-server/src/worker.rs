@@ -9,6 +9,11 @@
 //! for a ticket (`commit.rs`) and its replies are held — the worker goes on serving —
 //! until a persist that began after the round ends (with `--sync-persisters 0`, or
 //! when switched to sync at run time, the worker persists itself at the round's end).
+//! A connection that only ran keyed reads of durable writes is answered at once, one
+//! that only read writes a running persist covers waits for that persist without a
+//! ticket (`visible.rs`; `Conn::reads` tracks this per round). A connection with held
+//! replies is not served until they are sent, so held rounds, each a disjoint set of
+//! connections, may be released in any order.
 //! Otherwise all engine writes of this worker's clients go to this thread's exclusive
 //! log.
 //!
@@ -34,6 +39,7 @@ use parking_lot::Mutex;
 
 use crate::clients::Live;
 use crate::cmd::{dispatch, Client, Commands, Ctx, ReplyMode};
+use crate::inbuf::InBuf;
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
 use crate::pubsub::Mailbox;
@@ -78,7 +84,7 @@ struct Conn {
     sock: TcpStream,
     client: Client,
     parser: Parser,
-    inbuf: Vec<u8>,
+    inbuf: InBuf,
     rpos: usize,
     out: Out,
     wpos: usize,
@@ -92,6 +98,10 @@ struct Conn {
     /// Its replies are held for a group-commit ticket (`commit.rs`); it is not served
     /// until they are sent.
     awaiting: bool,
+    /// This round: `Some(need)` while everything it ran was a keyed read that could
+    /// see writes numbered up to `need` (`visible.rs`), `None` once anything else ran
+    /// or was delivered to it.
+    reads: Option<u64>,
     /// Complete commands are waiting (output was full).
     backlog: bool,
     /// Parked in a blocking command.
@@ -144,9 +154,18 @@ pub(crate) struct Worker {
     is_write: Vec<bool>,
     /// This worker's lane of the reply barrier (`durable.rs`).
     lane: usize,
-    /// Rounds whose replies wait for their group-commit ticket (`commit.rs`), oldest
-    /// first: the ticket and the round's connections.
-    held: std::collections::VecDeque<(u64, Vec<Token>)>,
+    /// Rounds whose replies wait for a persist (`commit.rs`), oldest first.
+    held: Vec<Held>,
+}
+
+/// A round's connections whose replies wait for a persist.
+struct Held {
+    /// The group-commit ticket they wait for (0: none, they wait for `seq`).
+    ticket: u64,
+    /// Keyed reads only: the newest write they could see (`visible.rs`), covered by a
+    /// persist that had begun when they were held.
+    seq: u64,
+    tokens: Vec<Token>,
 }
 
 impl Worker {
@@ -181,7 +200,7 @@ impl Worker {
             next_token: 1,
             is_write,
             lane,
-            held: std::collections::VecDeque::new(),
+            held: Vec::new(),
         })
     }
 
@@ -319,7 +338,7 @@ impl Worker {
                     sock,
                     client,
                     parser: Parser::new(if authed { limits } else { UNAUTHED }),
-                    inbuf: Vec::new(),
+                    inbuf: InBuf::default(),
                     rpos: 0,
                     out: Out::new(),
                     wpos: 0,
@@ -328,6 +347,7 @@ impl Worker {
                     dead: false,
                     wrote: false,
                     awaiting: false,
+                    reads: None,
                     backlog: false,
                     parked: None,
                     hold: false,
@@ -377,7 +397,7 @@ impl Worker {
             port: c.client.repl.listening_port,
             replid,
             offset,
-            pending: c.inbuf[c.rpos..].to_vec(),
+            pending: c.inbuf.bytes()[c.rpos..].to_vec(),
         };
         crate::replication::primary::spawn(self.shared.clone(), sock, hello);
     }
@@ -411,13 +431,17 @@ impl Worker {
                 continue;
             }
             served.push(*t);
+            c.reads = Some(0);
             let mut more = false;
             if read && !c.dead && !c.client.close_after_reply && c.pending_out() < OUT_HIGH {
                 more |= read_some(c, &self.stats);
             }
-            take_mail(c);
+            if take_mail(c) {
+                c.reads = None;
+            }
             let was_parked = c.parked.is_some();
             if was_parked {
+                c.reads = None;
                 retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
             }
             // A script's reply came back from the script thread: it goes out in order.
@@ -425,6 +449,7 @@ impl Worker {
                 self.shared.metrics.count_error(&r);
                 c.out.buf.extend_from_slice(&r);
                 c.client.script = None;
+                c.reads = None;
                 more = true;
             }
             let env = Env {
@@ -437,7 +462,9 @@ impl Worker {
             };
             c.backlog = c.parked.is_none() && c.client.script.is_none() && execute(c, &env);
             // Messages published while the commands ran follow their replies.
-            take_mail(c);
+            if take_mail(c) || c.wrote || c.parked.is_some() || c.client.script.is_some() {
+                c.reads = None;
+            }
             match (was_parked, c.parked.is_some()) {
                 (false, true) => self.parked += 1,
                 (true, false) => self.parked -= 1,
@@ -508,7 +535,8 @@ impl Worker {
     }
 
     /// The connections whose replies may go out now: with persisters (`gather`), this
-    /// round is held and those of earlier rounds whose persist ended are returned;
+    /// round is held — except connections that only read keys whose writes are durable
+    /// (`visible.rs`) — and those of earlier rounds whose persist ended are returned;
     /// without, the round (and any round still held) is made durable first.
     fn durable_tokens(
         &mut self,
@@ -519,25 +547,15 @@ impl Worker {
         gather: bool,
     ) -> Vec<Token> {
         if gather {
-            if !tokens.is_empty() {
-                if any_write {
-                    self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
-                }
-                let t = self.shared.commit.ask(self.lane);
-                for tok in tokens {
-                    if let Some(c) = self.conns.get_mut(tok) {
-                        c.awaiting = true;
-                    }
-                }
-                self.held.push_back((t, tokens.to_vec()));
-            }
-            let done = self.take_durable();
+            let now = self.hold_round(tokens, any_write);
+            let mut done = self.take_durable();
             // Input that arrived while a connection's replies were held was not read
             // (edge-triggered: no new event comes for it): serve it again.
             again.extend_from_slice(&done);
+            done.extend(now);
             return done;
         }
-        let mut all: Vec<Token> = self.held.drain(..).flat_map(|(_, t)| t).collect();
+        let mut all: Vec<Token> = self.held.drain(..).flat_map(|h| h.tokens).collect();
         all.extend_from_slice(tokens);
         for tok in &all {
             if let Some(c) = self.conns.get_mut(tok) {
@@ -554,41 +572,116 @@ impl Worker {
         all
     }
 
-    /// The connections of held rounds whose tickets are done (`commit.rs`); those of a
+    /// Sorts a served round's connections (`visible.rs`): those that only read writes
+    /// already durable are returned (their replies go out now); those that only read
+    /// writes a running persist covers wait for it; the rest wait for a ticket.
+    fn hold_round(&mut self, tokens: &[Token], any_write: bool) -> Vec<Token> {
+        let durable = self.shared.store.seqs().durable();
+        let (mut now, mut reads, mut ticketed) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut seq, mut unheld) = (0u64, 0u64);
+        for t in tokens {
+            let Some(c) = self.conns.get(t) else {
+                continue;
+            };
+            match c.reads {
+                // Nothing to send: nothing to count or hold.
+                Some(_) if c.pending_out() == 0 => now.push(*t),
+                Some(n) if n <= durable => {
+                    unheld += 1;
+                    now.push(*t);
+                }
+                Some(n) => {
+                    seq = seq.max(n);
+                    reads.push(*t);
+                }
+                None => ticketed.push(*t),
+            }
+        }
+        if !reads.is_empty() && !self.shared.commit.covering(seq) {
+            ticketed.append(&mut reads);
+        }
+        self.stats.reads_unheld.fetch_add(unheld, Ordering::Relaxed);
+        self.stats
+            .reads_no_ticket
+            .fetch_add(reads.len() as u64, Ordering::Relaxed);
+        if !ticketed.is_empty() {
+            if any_write {
+                self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+            }
+            let ticket = self.shared.commit.ask();
+            self.hold(ticket, 0, ticketed);
+        }
+        if !reads.is_empty() {
+            self.hold(0, seq, reads);
+        }
+        now
+    }
+
+    /// Holds `tokens`' replies until ticket `ticket` (or, without one, the write
+    /// numbered `seq`) is durable.
+    fn hold(&mut self, ticket: u64, seq: u64, tokens: Vec<Token>) {
+        for tok in &tokens {
+            if let Some(c) = self.conns.get_mut(tok) {
+                c.awaiting = true;
+            }
+        }
+        self.held.push(Held {
+            ticket,
+            seq,
+            tokens,
+        });
+    }
+
+    /// The connections of held rounds whose persist ended (`commit.rs`); those of a
     /// failed persist that wrote are closed unanswered. If rounds are still held, the
-    /// worker is woken when the oldest is done.
+    /// worker is woken when the first of them is done. Each connection is in at most
+    /// one held round (it is not served while held), so rounds may end in any order.
     fn take_durable(&mut self) -> Vec<Token> {
         let mut out = Vec::new();
         loop {
             let p = self.shared.commit.progress();
-            while let Some((t, _)) = self.held.front() {
-                if *t > p.done {
-                    break;
-                }
-                let failed = *t <= p.failed;
-                let Some((_, toks)) = self.held.pop_front() else {
-                    break;
+            let mut i = 0;
+            while i < self.held.len() {
+                let h = &self.held[i];
+                let ended = if h.ticket == 0 {
+                    h.seq <= p.settled
+                } else {
+                    h.ticket <= p.done
                 };
-                for tok in &toks {
-                    if let Some(c) = self.conns.get_mut(tok) {
-                        c.awaiting = false;
-                    }
+                if !ended {
+                    i += 1;
+                    continue;
                 }
+                let h = self.held.remove(i);
+                let failed = h.ticket != 0 && h.ticket <= p.failed;
                 if failed {
                     eprintln!("cascade: persisting the log failed");
-                    for tok in &toks {
-                        if let Some(c) = self.conns.get_mut(tok) {
-                            if c.wrote {
-                                c.dead = true;
-                            }
+                }
+                for tok in &h.tokens {
+                    if let Some(c) = self.conns.get_mut(tok) {
+                        c.awaiting = false;
+                        if failed && c.wrote {
+                            c.dead = true;
                         }
                     }
                 }
-                out.extend(toks);
+                out.extend(h.tokens);
             }
-            match self.held.front() {
-                Some((t, _)) if self.shared.commit.wait_for(self.lane, *t) => {}
-                _ => break,
+            if self.held.is_empty() {
+                break;
+            }
+            let (mut ticket, mut seq) = (u64::MAX, u64::MAX);
+            for h in &self.held {
+                if h.ticket == 0 {
+                    seq = seq.min(h.seq);
+                } else {
+                    ticket = ticket.min(h.ticket);
+                }
+            }
+            let none = |v: u64| if v == u64::MAX { 0 } else { v };
+            let (ticket, seq) = (none(ticket), none(seq));
+            if !self.shared.commit.wait_for(self.lane, ticket, seq) {
+                break;
             }
         }
         out.sort_unstable();
@@ -641,7 +734,7 @@ impl Worker {
                 && c.inbuf.capacity() > 0
                 && c.last_active.elapsed() >= IDLE_BUFFER
             {
-                c.inbuf = Vec::new();
+                c.inbuf = InBuf::default();
                 c.rpos = 0;
                 publish_input(c);
             }
@@ -732,18 +825,17 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
     let mut got = 0usize;
     // Compact consumed input before growing the buffer.
     if c.rpos > 0 && (c.rpos == c.inbuf.len() || c.rpos >= c.inbuf.len() / 2) {
-        c.inbuf.drain(..c.rpos);
+        c.inbuf.consume(c.rpos);
         c.rpos = 0;
     }
     while got < READ_BUDGET {
         // A large declared bulk is read in growing steps: the buffer never exceeds
         // about twice the bytes actually received (plus one chunk).
         let received = c.inbuf.len() - c.rpos;
-        let len = c.inbuf.len();
         // Without a large bulk pending, read into the room already there (one
         // READ_CHUNK buffer serves small commands without growing), at most a chunk
-        // at a time (the room is zero-filled before the read).
-        let spare = c.inbuf.capacity() - len;
+        // at a time (`inbuf.rs`: the room is zeroed only when the buffer grows).
+        let spare = c.inbuf.spare();
         let want = c.parser.pending_hint().map_or(
             if spare >= READ_CHUNK / 4 {
                 spare.min(READ_CHUNK)
@@ -752,27 +844,23 @@ fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
             },
             |h| h.min(received.max(READ_CHUNK)).max(READ_CHUNK),
         );
-        c.inbuf.resize(len + want, 0);
-        match c.sock.read(&mut c.inbuf[len..]) {
+        match c.sock.read(c.inbuf.room(want)) {
             Ok(0) => {
-                c.inbuf.truncate(len);
                 c.eof = true;
                 return false;
             }
             Ok(n) => {
-                c.inbuf.truncate(len + n);
+                c.inbuf.filled(n);
                 got += n;
                 c.last_active = Instant::now();
                 c.peak = c.peak.max(c.inbuf.len() - c.rpos);
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                c.inbuf.truncate(len);
                 stats.bytes_in.fetch_add(got as u64, Ordering::Relaxed);
                 return false;
             }
-            Err(e) if e.kind() == ErrorKind::Interrupted => c.inbuf.truncate(len),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => {
-                c.inbuf.truncate(len);
                 c.eof = true;
                 c.dead = true;
                 return false;
@@ -814,7 +902,8 @@ fn apply_reply_mode(
 /// Moves the connection's pub/sub messages to its output (while the output is below
 /// the mark; the rest waits in the mailbox, bounded by the pub/sub output limit). A
 /// mailbox over its limit closes the connection, as Redis closes such a subscriber.
-fn take_mail(c: &mut Conn) {
+/// Returns true if messages were moved (they may reveal writes, `visible.rs`).
+fn take_mail(c: &mut Conn) -> bool {
     let mb = &c.client.mailbox;
     if mb.killed() {
         if !c.dead {
@@ -824,8 +913,12 @@ fn take_mail(c: &mut Conn) {
             );
         }
         c.dead = true;
+        false
     } else if mb.has_mail() && c.pending_out() < OUT_HIGH {
         mb.take_into(&mut c.out.buf);
+        true
+    } else {
+        false
     }
 }
 
@@ -946,6 +1039,7 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
         client,
         wrote,
         dead,
+        reads,
         ..
     } = c;
     let mut blocked = None;
@@ -953,7 +1047,7 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
         if out.buf.len() - *wpos >= OUT_HIGH {
             return *rpos < inbuf.len();
         }
-        match parser.parse(&inbuf[*rpos..]) {
+        match parser.parse(&inbuf.bytes()[*rpos..]) {
             Ok(Some(n)) => {
                 *rpos += n;
                 let cmd = parser.command();
@@ -970,6 +1064,7 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 let was_authed = ctx.client.authed;
                 let (mode, mark) = (ctx.client.reply_mode, ctx.out.buf.len());
                 let ran = dispatch(&mut ctx, cmd);
+                crate::visible::fold_read(reads);
                 // INFO errorstats: an error reply, whichever way the handler wrote it.
                 if let Some(r) = ctx.out.buf.get(mark..) {
                     shared.metrics.count_error(r);
@@ -981,15 +1076,12 @@ fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 // write caused, a publish) follow its reply, before the next one's.
                 if client.mailbox.has_mail() && out.buf.len() - *wpos < OUT_HIGH {
                     client.mailbox.take_into(&mut out.buf);
+                    *reads = None;
                 }
                 let raise = !was_authed && client.authed;
-                if client.repl.psync.is_some() {
-                    // PSYNC: the connection becomes a replica link (`hand_over`).
-                    stats.record(ran.idx, ran.failed, t.elapsed());
-                    break;
-                }
-                if client.script.is_some() {
-                    // Handed to the script thread: the rest waits for its reply.
+                if client.repl.psync.is_some() || client.script.is_some() {
+                    // PSYNC: the connection becomes a replica link (`hand_over`); or
+                    // handed to the script thread: the rest waits for its reply.
                     stats.record(ran.idx, ran.failed, t.elapsed());
                     break;
                 }
@@ -1053,9 +1145,8 @@ const IDLE_BUFFER: Duration = Duration::from_secs(2);
 fn fit_input(c: &mut Conn) {
     if c.last_resize.elapsed() >= RESIZE_EVERY {
         if c.rpos == c.inbuf.len() && c.inbuf.capacity() > RESIZE_ABOVE {
-            c.inbuf.clear();
+            c.inbuf.clear_and_shrink(c.peak.max(READ_CHUNK));
             c.rpos = 0;
-            c.inbuf.shrink_to(c.peak.max(READ_CHUNK));
         }
         c.peak = 0;
         c.last_resize = Instant::now();

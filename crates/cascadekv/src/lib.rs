@@ -107,4 +107,11 @@ pub mod internals {
     }
     /// Chunk header decoding (fuzz target `chunk_header`, tests that read a pool file).
     pub use crate::pmem::ChunkHeader;
+    /// The sync journal's header and blocks (fuzz target `journal_block`).
+    pub mod journal {
+        pub use crate::pmem::journal::format::{
+            block_size, decode_block, encode_block, scan_slot, Block, Header, Target, ALIGN,
+            BLOCK_HEADER,
+        };
+    }
 }

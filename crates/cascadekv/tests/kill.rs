@@ -69,6 +69,11 @@ const PLACE_MARKER: &str = "placement";
 /// that are 2 mod 8, where the file system takes it.
 const DIRECT_MARKER: &str = "direct-reads";
 
+/// Marker file: the store runs without the sync journal (`sync_journal: Some(false)`:
+/// logs are fenced with `msync`) — seeds that are 3 mod 4; the others use the default
+/// (the journal, on a disk).
+const FENCE_MARKER: &str = "no-journal";
+
 /// True if a file in `dir` opens with `O_DIRECT`.
 fn direct_io_works(dir: &Path) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
@@ -96,6 +101,7 @@ fn options(root: &Path) -> Options {
         block_size: 256,
         table_max_bytes: 4096,
         buffer_trees_write_heavy: 2,
+        sync_journal: root.join(FENCE_MARKER).exists().then_some(false),
         ..Options::default()
     };
     if !root.join(SLOW_MARKER).exists() {
@@ -797,6 +803,9 @@ fn kill_child_at_random_moments() {
     if seed.is_multiple_of(4) {
         std::fs::write(root.join(PLACE_MARKER), b"").expect("create the placement marker");
     }
+    if seed % 4 == 3 {
+        std::fs::write(root.join(FENCE_MARKER), b"").expect("create the no-journal marker");
+    }
     if seed % 8 == 2 && direct_io_works(&root) {
         std::fs::write(root.join(DIRECT_MARKER), b"").expect("create the direct-reads marker");
     }
@@ -838,6 +847,8 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     );
     let mut max_tables = 0u64;
     let (mut max_slow_files, mut demoted) = (0u64, false);
+    // How the logs were made durable, and journal blocks redone by the recoveries.
+    let (mut durability, mut redone) = ("", 0u64);
     // Pool bytes in use after each recovery: must not grow with the cycles.
     let mut used: Vec<u64> = Vec::new();
     let mut last_live = 0u64;
@@ -918,6 +929,8 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
         let verify_ms = t_verify.elapsed().as_millis();
         let st = db.stats();
         used.push(st.pool_bytes_used);
+        durability = st.log_durability;
+        redone += info.journal_blocks_redone;
         max_slow_files = max_slow_files.max(st.slow_tier_files);
         demoted |= st.slow_tier_files > 0;
         last_live = st.live_bytes;
@@ -976,6 +989,7 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     eprintln!(
         "  most tables seen at a recovery: {max_tables}; most slow-tier files: {max_slow_files}"
     );
+    eprintln!("  logs made durable by: {durability}; journal blocks redone: {redone}");
     eprintln!(
         "  last recovery: pool in use {:.1} MB, live bytes {:.1} MB",
         used.last().copied().unwrap_or(0) as f64 / 1e6,

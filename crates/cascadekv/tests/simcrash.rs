@@ -4,6 +4,12 @@
 //! tears); each is recovered and checked: every write acknowledged before the crash is
 //! present (or superseded by a later write of the same key), and every visible value is
 //! one that was really written, whole.
+//!
+//! With the sync journal on (`Options::sync_journal`, the `*_journal` cases), log
+//! ranges become durable as journal blocks, each durable when its write returns and a
+//! fence for the hook; the images then pair the pool with the journal as of that
+//! instant, and recovery must redo the journal into the pool (the pool's log lines
+//! are fenced only by the journal's checkpoints).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,8 +21,12 @@ use parking_lot::Mutex;
 const THREADS: u64 = 2;
 const KEYS_PER_THREAD: u64 = 12;
 
-fn opts(dev: Arc<SimDevice>) -> Options {
+fn opts(dev: Arc<SimDevice>, journal: bool) -> Options {
     Options {
+        sync_journal: Some(journal),
+        // Eight slots of 64 KiB: the ring wraps many times (checkpoints free slots),
+        // and the 20 KB values exceed a block, so their ranges take the fence path.
+        journal_size: 512 << 10,
         chunk_size: 16 << 10,
         pool_size: 0, // the device size decides
         faststore_capacity: 64 << 10,
@@ -65,6 +75,10 @@ fn parse_version(key: &[u8], val: &[u8]) -> Option<u64> {
     (k.as_bytes() == key && value(key, v) == val).then_some(v)
 }
 
+/// Journal blocks redone by the recoveries of this test binary (they run in parallel
+/// tests, so each journal case only asks that some were).
+static REDONE: AtomicU64 = AtomicU64::new(0);
+
 #[derive(Default)]
 struct Oracle {
     /// Per key: highest acknowledged version (0 = none); `u64::MAX` bit marks deleted.
@@ -111,7 +125,22 @@ fn recovers_at_every_fence_with_writes_batched_across_threads() {
 /// fences run without the slot's lock and cover the other thread's records too.
 #[test]
 fn recovers_at_every_fence_with_a_shared_log_slot() {
-    run_shared(Upkeep::Stages);
+    run_shared(Upkeep::Stages, false);
+}
+
+#[test]
+fn recovers_at_every_fence_and_journal_write_journal() {
+    run_full(Upkeep::Stages, 1, false, true);
+}
+
+#[test]
+fn recovers_at_every_journal_write_with_writes_batched_journal() {
+    run_full(Upkeep::None, 2, false, true);
+}
+
+#[test]
+fn recovers_at_every_journal_write_with_a_shared_log_slot_journal() {
+    run_shared(Upkeep::Stages, true);
 }
 
 fn run(upkeep: Upkeep) {
@@ -119,22 +148,22 @@ fn run(upkeep: Upkeep) {
 }
 
 fn run_with(upkeep: Upkeep, group: usize) {
-    run_full(upkeep, group, false);
+    run_full(upkeep, group, false, false);
 }
 
-fn run_shared(upkeep: Upkeep) {
-    run_full(upkeep, 1, true);
+fn run_shared(upkeep: Upkeep, journal: bool) {
+    run_full(upkeep, 1, true, journal);
 }
 
 #[expect(clippy::too_many_lines, reason = "one workload, one oracle, one check")]
-fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
+fn run_full(upkeep: Upkeep, group: usize, shared: bool, journal: bool) {
     let stages = upkeep != Upkeep::None;
     let dev = Arc::new(SimDevice::new(4 << 20));
     let oracle = Arc::new(Mutex::new(Oracle::default()));
     let checked = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let check_dir = std::env::temp_dir().join(format!(
-        "ckv-simcrash-check-{}-{upkeep:?}-{group}-{shared}",
+        "ckv-simcrash-check-{}-{upkeep:?}-{group}-{shared}-{journal}",
         std::process::id()
     ));
     {
@@ -165,9 +194,9 @@ fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
                 CrashMode::Random(n ^ 0xABCD),
             ];
             for mode in modes {
-                let img = d.crash_image(mode);
+                let img = d.crash_images(mode);
                 let issued = oracle.lock().issued.clone();
-                if let Err(e) = verify(img, &check_dir, &acked, &issued) {
+                if let Err(e) = verify(img, journal, &check_dir, &acked, &issued) {
                     failures.lock().push(format!("fence {n} {mode:?}: {e}"));
                 }
                 checked.fetch_add(1, Ordering::Relaxed);
@@ -178,13 +207,13 @@ fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
         })));
     }
     let dir = std::env::temp_dir().join(format!(
-        "ckv-simcrash-{}-{upkeep:?}-{group}-{shared}",
+        "ckv-simcrash-{}-{upkeep:?}-{group}-{shared}-{journal}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
     let writer_opts = Options {
         sync_group_size: group,
-        ..opts(dev.clone())
+        ..opts(dev.clone(), journal)
     };
     let db = Arc::new(Db::open(&dir, writer_opts).expect("open"));
     let handles: Vec<_> = (0..THREADS)
@@ -269,7 +298,8 @@ fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
     let acked = oracle.lock().acked.clone();
     let issued = oracle.lock().issued.clone();
     match verify(
-        dev.crash_image(CrashMode::DropAll),
+        dev.crash_images(CrashMode::DropAll),
+        journal,
         &check_dir,
         &acked,
         &issued,
@@ -296,6 +326,20 @@ fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
             "{s:?}"
         );
     }
+    if journal {
+        // The journal carried the log ranges, wrapped (checkpoints freed its slots),
+        // and recoveries had blocks to redo.
+        let s = &stats_before_close;
+        assert!(s.log_durability.starts_with("journal"), "{s:?}");
+        assert!(
+            s.journal_blocks > 100 && s.journal_checkpoints >= 2,
+            "{s:?}"
+        );
+        assert!(
+            REDONE.load(Ordering::Relaxed) > 0,
+            "no recovery redid a block"
+        );
+    }
     if upkeep == Upkeep::Cleaning {
         let s = &stats_before_close;
         assert!(
@@ -310,13 +354,15 @@ fn run_full(upkeep: Upkeep, group: usize, shared: bool) {
 }
 
 fn verify(
-    img: Vec<u8>,
+    (img, journal_img): (Vec<u8>, Vec<u8>),
+    journal: bool,
     dir: &std::path::Path,
     acked: &HashMap<Vec<u8>, (u64, bool)>,
     issued: &HashMap<Vec<u8>, u64>,
 ) -> Result<bool, String> {
-    let dev = Arc::new(SimDevice::from_image(img));
-    let db = Db::open(dir, opts(dev)).map_err(|e| format!("recovery failed: {e}"))?;
+    let dev = Arc::new(SimDevice::from_images(img, journal_img));
+    let db = Db::open(dir, opts(dev, journal)).map_err(|e| format!("recovery failed: {e}"))?;
+    REDONE.fetch_add(db.recovery_info().journal_blocks_redone, Ordering::Relaxed);
     let from_checkpoint = db.recovery_info().from_checkpoint;
     for t in 0..THREADS {
         for k in 0..KEYS_PER_THREAD {

@@ -213,6 +213,8 @@ pub(crate) fn start(shared: &Shared, slot: u16, dst: &str) -> Result<(), String>
 }
 
 fn run(shared: &Arc<Shared>, slot: u16, addr: &str, dst: &str) {
+    // Its deletes go to the shared log, which the persisters persist.
+    crate::visible::bind_shared_log(shared.fixed.sync);
     let m = &shared.cluster.migration;
     let mut conn = None;
     let res = copy(shared, slot, addr, dst, &mut conn);

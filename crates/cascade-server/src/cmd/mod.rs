@@ -448,6 +448,8 @@ impl Ran {
 
 /// Runs (or, inside MULTI, queues) one non-empty command.
 pub(crate) fn dispatch(ctx: &mut Ctx<'_>, cmd: &Command) -> Ran {
+    // What this command reads is noted afresh (`visible.rs`).
+    let _ = crate::visible::take_read();
     let name = cmd.arg(0);
     let Some(i) = ctx.commands.lookup(name) else {
         if ctx.client.multi.is_some() {
@@ -573,9 +575,9 @@ pub(crate) fn run_data(
 ) -> CmdResult<()> {
     let _gate = store.gate().enter()?;
     let retry = client.retrying;
-    let _locks = match spec.keys {
+    let locks = match spec.keys {
         Keys::All => store.lock_all(),
-        Keys::None => Vec::new(),
+        Keys::None => crate::store::Guards::none(),
         k @ (Keys::Range(..) | Keys::Num { .. } | Keys::Streams { .. } | Keys::Migrate) => {
             store.lock_many(k.of(cmd))
         }
@@ -601,6 +603,12 @@ pub(crate) fn run_data(
     f(&mut tx, cmd, out)?;
     events::record(&mut tx, spec, cmd);
     let tracking = tx.tracking();
+    // A keyed read that changed nothing (not even an expired key it found) may be
+    // answered before a persist if nothing it could see is unflushed (`visible.rs`).
+    let pure_read = !spec.writes()
+        && locks.keyed()
+        && !tx.writes_pending()
+        && !keyspace::sort::READS_UNLOCKED.contains(&spec.name);
     if !spec.writes() {
         store.count_lookups(tx.lookups());
     }
@@ -613,6 +621,10 @@ pub(crate) fn run_data(
     if tracking {
         crate::tracking::after_read(store, client, spec, cmd);
     }
+    if pure_read {
+        crate::visible::note_read(store.need(&locks));
+    }
+    drop(locks);
     Ok(())
 }
 

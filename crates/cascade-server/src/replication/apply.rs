@@ -151,7 +151,10 @@ pub(crate) fn wipe(shared: &Shared) -> CmdResult<()> {
     b.put(SYNC_KEY.to_vec(), Vec::new());
     db.write(&b)?;
     db.sync()?;
-    delete_all_but_mark(shared)
+    let wiped = delete_all_but_mark(shared);
+    // No stripe lock is held (nothing is served while loading): on the floor.
+    shared.store.seqs().wrote();
+    wiped
 }
 
 /// Deletes every engine entry except [`SYNC_KEY`].

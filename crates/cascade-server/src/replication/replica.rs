@@ -42,6 +42,8 @@ fn current(shared: &Shared, generation: u64) -> bool {
 }
 
 fn run(shared: &Shared, host: &str, port: u16, generation: u64) {
+    // What it applies goes to the shared log, which the persisters persist.
+    crate::visible::bind_shared_log(shared.fixed.sync);
     while current(shared, generation) {
         shared.repl.with_state(|s| s.link = Link::Connecting);
         let err = match session(shared, host, port, generation) {

@@ -58,7 +58,25 @@ impl Server {
         extra: &[&str],
         stderr: Option<&Path>,
     ) -> Result<Server, (Option<i32>, String)> {
+        Server::try_start_env(dir, extra, stderr, &[])
+    }
+
+    /// [`Server::start_in`] with environment variables set for the server.
+    #[allow(dead_code)]
+    pub fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::try_start_env(dir, extra, None, env).unwrap_or_else(|(code, _)| {
+            panic!("cascade serve exited before listening: exit code {code:?}")
+        })
+    }
+
+    fn try_start_env(
+        dir: &Path,
+        extra: &[&str],
+        stderr: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Result<Server, (Option<i32>, String)> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cascade"));
+        cmd.envs(env.iter().copied());
         cmd.arg("serve")
             .arg("--dir")
             .arg(dir)
@@ -253,6 +271,38 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Whether a complete reply arrives within `d` (it stays buffered for `read`).
+    #[allow(dead_code)]
+    pub fn reply_within(&mut self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let old = self.s.read_timeout().ok().flatten();
+        let mut got = parse_reply(&self.buf).is_some();
+        while !got {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.s.set_read_timeout(Some(left)).expect("timeout");
+            let mut chunk = [0u8; 65536];
+            match self.s.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+            got = parse_reply(&self.buf).is_some();
+        }
+        self.s.set_read_timeout(old).expect("timeout");
+        got
     }
 
     /// True if the server closed the connection (after any pending replies).

@@ -75,6 +75,9 @@ pub struct RecoveryInfo {
     pub from_checkpoint: bool,
     /// Slow-tier files no manifest named, removed (a job that crashed before its edit).
     pub slow_orphans: u64,
+    /// Sync-journal blocks whose bytes were written back into the pool's logs before
+    /// they were read (a crash left them only in the journal, or in both).
+    pub journal_blocks_redone: u64,
 }
 
 /// A CascadeKV database.

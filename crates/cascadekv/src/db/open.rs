@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::faststore::{FastStore, Lsns};
 use crate::log::{self, LogInfo};
 use crate::manifest::{self, Manifest};
-use crate::pmem::{Device, Pool, PoolGeometry};
+use crate::pmem::{journal, Device, Pool, PoolGeometry};
 use crate::slowtier;
 use crate::stages::{StageSet, Stages};
 use crate::table::builder::TableOptions;
@@ -46,16 +46,12 @@ pub(crate) fn open(dir: PathBuf, opts: Options) -> Result<Engine> {
 /// file is taken (a running server keeps it) but never created.
 pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<Engine> {
     opts.validate()?;
-    let (pool, lock) = if private {
+    let (pool, lock, redone) = if private {
         open_private_pool(&dir, &opts, false)?
     } else {
         open_pool(&dir, &opts)?
     };
-    let mut info = RecoveryInfo {
-        created: pool.created(),
-        clean_shutdown: !pool.created() && pool.allocator().was_clean(),
-        ..RecoveryInfo::default()
-    };
+    let mut info = start_info(&pool, redone.applied);
     // From here on the store is "open": a crash is no longer a clean shutdown.
     if !pool.created() {
         pool.allocator().set_clean(pool.mem(), false)?;
@@ -152,6 +148,17 @@ pub(crate) fn open_with(dir: PathBuf, opts: Options, private: bool) -> Result<En
     })
 }
 
+/// What recovery knows before it reads anything: created or clean, journal blocks
+/// redone.
+fn start_info(pool: &Pool, redone: u64) -> RecoveryInfo {
+    RecoveryInfo {
+        created: pool.created(),
+        clean_shutdown: !pool.created() && pool.allocator().was_clean(),
+        journal_blocks_redone: redone,
+        ..RecoveryInfo::default()
+    }
+}
+
 /// Placement state for a store with a slow tier (`None` without one, or with
 /// popularity off: no pinning and key-order demotion).
 fn placement(opts: &Options, pool: &Pool, slow: bool) -> Option<crate::placement::Placement> {
@@ -236,7 +243,10 @@ fn slow_ctx(
 }
 
 /// Checks the directory, takes the lock file and opens (or creates) the pool.
-fn open_pool(dir: &Path, opts: &Options) -> Result<(Arc<Pool>, std::fs::File)> {
+/// The pool, the lock file and what the sync journal's redo did.
+type Opened = (Arc<Pool>, std::fs::File, journal::redo::Redone);
+
+fn open_pool(dir: &Path, opts: &Options) -> Result<Opened> {
     if !dir.exists() {
         if !opts.create_if_missing {
             return Err(Error::NotAStore(dir.to_path_buf()));
@@ -269,16 +279,24 @@ fn open_pool(dir: &Path, opts: &Options) -> Result<(Arc<Pool>, std::fs::File)> {
         }
         .with_env(),
     );
-    Ok((Arc::new(pool), lock))
+    let redone = attach_journal(&mut pool, dir, opts)?;
+    Ok((Arc::new(pool), lock, redone))
+}
+
+/// Redoes and starts the sync journal (`pmem/journal/`) before anything reads the
+/// pool's logs.
+fn attach_journal(pool: &mut Pool, dir: &Path, opts: &Options) -> Result<journal::redo::Redone> {
+    let clean = !pool.created() && pool.allocator().was_clean();
+    let cfg = journal::Config {
+        want: opts.sync_journal,
+        size: opts.journal_size,
+    };
+    journal::attach(pool, dir, cfg, clean)
 }
 
 /// The lock (if the store has a lock file) and the pool mapped copy-on-write; with
 /// `rebuild`, a damaged pool header or bitmap is rebuilt in the private mapping.
-pub(crate) fn open_private_pool(
-    dir: &Path,
-    opts: &Options,
-    rebuild: bool,
-) -> Result<(Arc<Pool>, std::fs::File)> {
+pub(crate) fn open_private_pool(dir: &Path, opts: &Options, rebuild: bool) -> Result<Opened> {
     let pool_path = dir.join(POOL_FILE);
     if !pool_path.is_file() {
         return Err(Error::NotAStore(dir.to_path_buf()));
@@ -299,8 +317,9 @@ pub(crate) fn open_private_pool(
         pool_size: opts.pool_size,
         chunk_size: opts.effective_chunk_size(),
     };
-    let pool = Pool::open(&pool_path, &Device::Private { rebuild }, geo, false)?;
-    Ok((Arc::new(pool), lock))
+    let mut pool = Pool::open(&pool_path, &Device::Private { rebuild }, geo, false)?;
+    let redone = attach_journal(&mut pool, dir, opts)?;
+    Ok((Arc::new(pool), lock, redone))
 }
 
 /// Creates (if needed) and takes the lock file `LOCK` of `dir` (the data directory,
@@ -326,7 +345,7 @@ fn has_foreign_files(dir: &Path) -> Result<bool> {
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io("listing the data directory", e))?;
     for e in rd {
         let e = e.map_err(|e| Error::io("listing the data directory", e))?;
-        if e.file_name() != LOCK_FILE {
+        if e.file_name() != LOCK_FILE && e.file_name() != journal::JOURNAL_FILE {
             return Ok(true);
         }
     }

@@ -121,6 +121,18 @@ pub struct Options {
     /// file instead of `msync` of the ranges written. Default false (docs/benchmarks.md,
     /// session 11). `CASCADE_LOG_FENCE=fdatasync|msync` overrides it.
     pub log_fdatasync: bool,
+    /// The sync journal (design.md §10, formats.md §16): FastStore log ranges that must
+    /// become durable (`Durability::Sync` writes, `sync`, the server's persists) are
+    /// written as blocks into a preallocated journal file with `O_DIRECT`, several in
+    /// flight at once and made durable by shared device flushes, instead of fenced
+    /// with `msync`; checkpoints write
+    /// the pool back in the background and free the journal, and open redoes it after
+    /// a crash. `None` (the default): on for a pool file without DAX that is not on
+    /// tmpfs; `Some(on)` decides (a simulated device needs `Some(true)`).
+    /// `CASCADE_JOURNAL=1|0` overrides it for a pool file.
+    pub sync_journal: Option<bool>,
+    /// Bytes of the journal's eight slots (0: a 32nd of the pool, 1–64 MiB).
+    pub journal_size: u64,
     /// Background scrubbing: re-read and verify every table block and separated value
     /// at most this many bytes per second, pass after pass (0: off). Default 16 MiB/s:
     /// gets verify a table block's checksum on its first read after open only
@@ -270,6 +282,8 @@ impl Default for Options {
             log_pwrite: false,
             log_prewrite: true,
             log_fdatasync: false,
+            sync_journal: None,
+            journal_size: 0,
             inline_threshold: 256,
             max_key_len: MAX_KEY_LEN,
             max_value_len: 64 << 20,
@@ -340,6 +354,12 @@ impl Options {
             return Err(Error::invalid(format!(
                 "max_value_len {} exceeds the log format limit {MAX_VALUE_LEN}",
                 self.max_value_len
+            )));
+        }
+        if self.journal_size != 0 && !(128 << 10..=1 << 34).contains(&self.journal_size) {
+            return Err(Error::invalid(format!(
+                "journal_size {} must be 0 (automatic) or between 128 KiB and 16 GiB",
+                self.journal_size
             )));
         }
         if self.log_slots == 0 || self.log_slots > 4096 {

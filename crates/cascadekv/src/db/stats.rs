@@ -88,6 +88,18 @@ pub struct Stats {
     pub chunk_size: u64,
     /// Persistence backend: "dax", "msync" or "sim".
     pub backend: &'static str,
+    /// How FastStore logs are made durable: "journal" (the sync journal, blocks
+    /// written with `O_DIRECT`), "journal-dsync" (the same through the page cache, where
+    /// the file system refuses `O_DIRECT`) or "fence" (the backend's fence).
+    pub log_durability: &'static str,
+    /// Sync-journal blocks written (each one durable device write).
+    pub journal_blocks: u64,
+    /// Log bytes those blocks carried.
+    pub journal_bytes: u64,
+    /// Journal checkpoints (the pool written back, journal slots freed).
+    pub journal_checkpoints: u64,
+    /// Times a writer waited for a checkpoint because the journal was full.
+    pub journal_waits: u64,
     /// Live snapshots (open iterators).
     pub live_snapshots: u64,
     /// Largest LSN issued.
@@ -335,6 +347,11 @@ impl Stats {
         ));
         r.push(("load_mode", self.load_mode.to_string()));
         r.push(("backend", self.backend.to_string()));
+        r.push(("log_durability", self.log_durability.to_string()));
+        r.push(("journal_blocks", self.journal_blocks.to_string()));
+        r.push(("journal_bytes", self.journal_bytes.to_string()));
+        r.push(("journal_checkpoints", self.journal_checkpoints.to_string()));
+        r.push(("journal_waits", self.journal_waits.to_string()));
         r.push(("recovered_clean", self.recovered_clean.to_string()));
         r.push((
             "recovered_from_checkpoint",
@@ -387,6 +404,15 @@ impl Db {
                 Backend::Sim => "sim",
                 Backend::Private => "private",
             },
+            log_durability: match e.pool.journal() {
+                Some(j) if j.direct() => "journal",
+                Some(_) => "journal-dsync",
+                None => "fence",
+            },
+            journal_blocks: e.pool.journal().map_or(0, |j| ld(&j.stats().blocks)),
+            journal_bytes: e.pool.journal().map_or(0, |j| ld(&j.stats().bytes)),
+            journal_checkpoints: e.pool.journal().map_or(0, |j| ld(&j.stats().checkpoints)),
+            journal_waits: e.pool.journal().map_or(0, |j| ld(&j.stats().waits)),
             live_snapshots: e.snaps.live() as u64,
             max_lsn: e.lsns.max_issued(),
             faststore_switches: ld(&c.switches),

@@ -68,6 +68,10 @@ pub(crate) struct Group {
     /// Groups appended whose persist has not finished (changed under `leader` when it
     /// grows, by the persisting leader when it shrinks).
     inflight: AtomicUsize,
+    /// Requests in the latest group (set by its leader): with many writers waiting,
+    /// groups are large and a second group in flight only makes both smaller
+    /// ([`Group::room`]).
+    last_size: AtomicUsize,
 }
 
 /// Groups that may persist at once. Unbounded, every writer that finds the leader
@@ -77,6 +81,21 @@ pub(crate) struct Group {
 /// them all. Two keeps the pipeline of FlatStore §3.3 (one group appends while the
 /// other persists) and lets the device serve two flushes at once.
 const PIPELINE_DEPTH: usize = 2;
+
+/// A group this large means many writers wait: one group persists at a time.
+const BIG_GROUP: usize = 4;
+
+/// `CASCADE_GROUP_DEPTH` (read once): a fixed depth instead of [`Group::room`]'s
+/// rule, to measure depths with the same binary (`scripts/bench-sync.sh`).
+fn fixed_depth() -> Option<usize> {
+    static DEPTH: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *DEPTH.get_or_init(|| {
+        std::env::var("CASCADE_GROUP_DEPTH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|d| *d >= 1)
+    })
+}
 
 /// How long a waiting writer sleeps before it looks again without being woken (every
 /// path that can let it proceed unparks it; this only bounds the cost of a missed one).
@@ -90,7 +109,28 @@ impl Group {
             posted: Mutex::new(Vec::new()),
             max: max.max(1),
             inflight: AtomicUsize::new(0),
+            last_size: AtomicUsize::new(0),
         }
+    }
+
+    /// Whether another group may start persisting now. Up to [`PIPELINE_DEPTH`]
+    /// groups persist at once while groups are small (few writers: a writer that finds
+    /// one group persisting starts its own, and the device serves both), but only one
+    /// once groups reach [`BIG_GROUP`] requests: then writers are plentiful, the device
+    /// is the bottleneck, and the fewest device writes per acknowledged write — one
+    /// large group at a time, as RocksDB's WAL does — carry the most (measured,
+    /// docs/benchmarks.md 2026-12-03).
+    fn room(&self) -> bool {
+        let inflight = self.inflight.load(Ordering::Acquire);
+        if inflight == 0 {
+            return true;
+        }
+        let depth = match fixed_depth() {
+            Some(d) => d,
+            None if self.last_size.load(Ordering::Relaxed) >= BIG_GROUP => 1,
+            None => PIPELINE_DEPTH,
+        };
+        inflight < depth
     }
 
     /// Whether writes are batched across threads (`max` > 1).
@@ -128,7 +168,7 @@ impl Group {
             if let Some(r) = req.done.lock().take() {
                 return r;
             }
-            let room = self.inflight.load(Ordering::Acquire) < PIPELINE_DEPTH;
+            let room = self.room();
             if let Some(lead) = room.then(|| self.leader.try_lock()).flatten() {
                 let stolen: Vec<Arc<Request>> = {
                     let mut p = self.posted.lock();
@@ -141,6 +181,7 @@ impl Group {
                     std::thread::park_timeout(SAFETY_WAIT);
                     continue;
                 }
+                self.last_size.store(stolen.len(), Ordering::Relaxed);
                 let log_before = slot.writer.bytes_written();
                 let mut appended = append_group(slot, &stolen);
                 slot.unpublished_log += slot.writer.bytes_written() - log_before;
@@ -180,7 +221,7 @@ impl Group {
     /// Wakes the oldest posted writer, if the pipeline has room, so it leads the next
     /// group (a writer whose request is posted either leads or is woken by its leader).
     fn wake_next(&self) {
-        if self.inflight.load(Ordering::Acquire) < PIPELINE_DEPTH {
+        if self.room() {
             if let Some(r) = self.posted.lock().first() {
                 r.thread.unpark();
             }

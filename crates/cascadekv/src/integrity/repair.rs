@@ -334,6 +334,6 @@ fn unix_seconds() -> u64 {
 
 /// (pool size, chunk size) from the damaged store's pool header.
 fn pool_geometry(dir: &Path) -> Result<(u64, u64)> {
-    let (pool, _lock) = crate::db::open_private_pool(dir, &Options::default(), true)?;
+    let (pool, _lock, _) = crate::db::open_private_pool(dir, &Options::default(), true)?;
     Ok((pool.chunk_count() * pool.chunk_size(), pool.chunk_size()))
 }

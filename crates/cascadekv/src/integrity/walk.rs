@@ -289,7 +289,7 @@ fn open_pool(
 ) -> Result<Option<(Arc<Pool>, std::fs::File)>> {
     let opts = Options::default();
     match crate::db::open_private_pool(dir, &opts, false) {
-        Ok(p) => Ok(Some(p)),
+        Ok((pool, lock, _)) => Ok(Some((pool, lock))),
         Err(e) if e.is_corruption() => {
             let mut f = Finding::from_error(Structure::PoolHeader, &e, None);
             let rebuilt = crate::db::open_private_pool(dir, &opts, true);
@@ -302,7 +302,7 @@ fn open_pool(
                 }
             }
             finding(f);
-            Ok(rebuilt.ok())
+            Ok(rebuilt.ok().map(|(pool, lock, _)| (pool, lock)))
         }
         Err(e) => Err(e),
     }

@@ -13,6 +13,11 @@
 //!   complete and durable.
 //! * `fenced` is the segment offset up to which everything is durable; the first record
 //!   written after it advances carries it as a MARK.
+//! * A FastStore log of a pool with a sync journal (`pmem/journal/`) makes a range
+//!   durable by writing its bytes as one journal block (when it fits one) instead of
+//!   writing it back and fencing it: the same `[fenced, pos)` range, so every rule
+//!   above holds with "durable" meaning "in the pool or in a live journal block"
+//!   (redo puts the block's bytes back into the pool after a crash).
 //!
 //! Thread-safety: a `LogWriter` is owned by one thread at a time (the engine keeps it
 //! behind that thread's uncontended mutex). It is `Send`, not shared.
@@ -69,9 +74,13 @@ pub struct PersistJob {
     pool: Arc<Pool>,
     /// Pool offset of the segment it covers.
     base: u64,
+    /// That segment's allocation epoch.
+    epoch: u64,
     /// Segment offsets `[from, to)` it makes durable (`from` was durable before).
     from: u64,
     to: u64,
+    /// Through the pool's sync journal (else written back in `set` and fenced).
+    journal: bool,
     set: WritebackSet,
 }
 
@@ -82,11 +91,16 @@ impl PersistJob {
         (self.base, self.to)
     }
 
-    /// Fences the job's range through the seam (the slow part: `msync`).
+    /// Makes the job's range durable: one journal block, or a fence through the seam
+    /// (the slow part: `msync`).
     ///
     /// # Errors
-    /// `Io` from the fence; `Internal` if the simulated device finds a line unfenced.
+    /// `Io` from the write or the fence; `Internal` if the simulated device finds a
+    /// line unfenced.
     pub fn run(&mut self) -> Result<()> {
+        if self.journal {
+            return journal_range(&self.pool, self.base, self.epoch, self.from, self.to);
+        }
         let mem = self.pool.mem();
         mem.fence_log(&mut self.set)?;
         // Whole lines only: the log's other threads may already have written past
@@ -256,16 +270,22 @@ impl LogWriter {
             return None;
         }
         self.pool.note_durable_log();
+        let journal = self.journaled();
         let seg = self.seg.as_mut()?;
         let mut set = WritebackSet::new();
-        self.pool
-            .mem()
-            .write_back(&mut set, seg.base + seg.fenced, seg.pos - seg.fenced);
+        let journal = journal && fits_block(&self.pool, seg.pos - seg.fenced);
+        if !journal {
+            self.pool
+                .mem()
+                .write_back(&mut set, seg.base + seg.fenced, seg.pos - seg.fenced);
+        }
         Some(PersistJob {
             pool: self.pool.clone(),
             base: seg.base,
+            epoch: seg.epoch,
             from: seg.fenced,
             to: seg.pos,
+            journal,
             set,
         })
     }
@@ -290,11 +310,23 @@ impl LogWriter {
         self.persist_with(false)
     }
 
+    /// Whether this log's ranges go through the pool's sync journal (FastStore logs of
+    /// a pool that has one; the manifest keeps the seam's fences).
+    fn journaled(&self) -> bool {
+        self.kind == ChunkKind::Log && self.pool.journal().is_some()
+    }
+
     /// [`Self::persist`]; with `all`, the mark a sync left is made durable too.
     fn persist_with(&mut self, all: bool) -> Result<()> {
+        let journal = self.journaled();
         let mem = self.pool.mem();
         if let Some(seg) = self.seg.as_mut() {
             if seg.pos == seg.mark_end && !all {
+                return Ok(());
+            }
+            if journal && seg.pos > seg.fenced && fits_block(&self.pool, seg.pos - seg.fenced) {
+                journal_range(&self.pool, seg.base, seg.epoch, seg.fenced, seg.pos)?;
+                seg.fenced = seg.pos;
                 return Ok(());
             }
             // From `fenced`: a persist job may still be fencing part of what follows it
@@ -403,4 +435,29 @@ impl LogWriter {
         });
         Ok(())
     }
+}
+
+/// Whether a range of `len` bytes fits one journal block (a longer one is fenced
+/// through the seam: it is bandwidth, and a bulk `msync` serves it).
+fn fits_block(pool: &Pool, len: u64) -> bool {
+    pool.journal().is_some_and(|j| len <= j.max_payload())
+}
+
+/// Writes segment bytes `[from, to)` of the log segment at `base` (allocation `epoch`)
+/// as one journal block; durable when it returns.
+fn journal_range(pool: &Pool, base: u64, epoch: u64, from: u64, to: u64) -> Result<()> {
+    let Some(j) = pool.journal() else {
+        return Err(crate::Error::Internal(
+            "log journaled without a journal".into(),
+        ));
+    };
+    let bytes = pool.mem().read(base + from, to - from)?;
+    j.write(
+        crate::pmem::journal::format::Target {
+            seg_base: base,
+            epoch,
+            pool_off: base + from,
+        },
+        bytes,
+    )
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod alloc;
 pub(crate) mod chunk;
+pub(crate) mod journal;
 pub(crate) mod persist;
 pub(crate) mod pool;
 mod rebuild;

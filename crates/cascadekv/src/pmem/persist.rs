@@ -204,6 +204,11 @@ impl Mem {
         self.io
     }
 
+    /// The simulated device behind a `Sim` backend.
+    pub(crate) fn sim_device(&self) -> Option<&Arc<SimDevice>> {
+        self.sim.as_ref()
+    }
+
     /// The backend in use.
     pub fn backend(&self) -> Backend {
         self.backend
@@ -422,6 +427,32 @@ impl Mem {
         }
     }
 
+    /// Whether the pool file lies on tmpfs (memory: no device behind it, so nothing
+    /// is gained by the sync journal). `false` without a file or if it cannot be told.
+    pub(crate) fn on_tmpfs(&self) -> bool {
+        const TMPFS_MAGIC: libc::__fsword_t = 0x0102_1994;
+        let Some(f) = self.file.as_ref() else {
+            return false;
+        };
+        // SAFETY: `statfs` is plain old data; zeroes are a valid value of it.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall on a valid fd into a correctly sized struct.
+        let rc = unsafe { libc::fstatfs(f.as_raw_fd(), &raw mut st) };
+        rc == 0 && st.f_type == TMPFS_MAGIC
+    }
+
+    /// A second handle of the pool file (`None` for the simulated and private
+    /// backends): the sync journal's checkpoints `fdatasync` it.
+    pub(crate) fn file_handle(&self) -> Result<Option<File>> {
+        match (&self.file, self.backend) {
+            (Some(f), Backend::Msync | Backend::Dax) => f
+                .try_clone()
+                .map(Some)
+                .map_err(|e| Error::io("duplicating the pool file handle", e)),
+            _ => Ok(None),
+        }
+    }
+
     /// Whether the file system holds written data at `off` (`SEEK_DATA` lands on it),
     /// rather than a hole or an unwritten extent; `None` where that cannot be told (no
     /// file, tmpfs, which counts fallocated pages as data, or an error). Syncs the file
@@ -518,11 +549,17 @@ impl Mem {
         }
     }
 
-    /// Writes back and fences the whole mapping (used at clean shutdown).
+    /// Writes back and fences the whole mapping (used at clean shutdown): with a sync
+    /// journal, log bytes reach the pool's medium only here or at a checkpoint, so the
+    /// simulated device fences every dirty line too.
     pub fn sync_all(&self) -> Result<()> {
         let mut set = WritebackSet::new();
-        match self.backend {
-            Backend::Msync => set.add(0, self.len),
+        match (self.backend, &self.sim) {
+            (Backend::Msync, _) => set.add(0, self.len),
+            (Backend::Sim, Some(sim)) => {
+                sim.fence_all();
+                return Ok(());
+            }
             _ => return Ok(()),
         }
         self.fence(&mut set)

@@ -94,6 +94,9 @@ pub struct Pool {
     /// Set by the first sync of a FastStore log (atomic, never cleared): from then on
     /// new log segments are pre-written with zeros on block storage (`LogWriter`).
     durable_logs: AtomicBool,
+    /// The sync journal (`journal/`), set at open on block storage: FastStore log
+    /// ranges are made durable through it instead of through the seam's fence.
+    journal: Option<super::journal::Journal>,
 }
 
 /// Who asks for space: ordinary writes must leave the pool's headroom free; deletes,
@@ -241,6 +244,7 @@ impl Pool {
             headroom: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
             durable_logs: AtomicBool::new(false),
+            journal: None,
         })
     }
 
@@ -315,6 +319,7 @@ impl Pool {
             headroom: AtomicU64::new(0),
             released: Mutex::new(Vec::new()),
             durable_logs: AtomicBool::new(false),
+            journal: None,
         })
     }
 
@@ -329,7 +334,20 @@ impl Pool {
     /// Whether new FastStore log segments are pre-written (a log was synced, and
     /// `Options::log_prewrite`, [`super::persist::LogIo`]).
     pub fn prewrites_logs(&self) -> bool {
-        self.durable_logs.load(Ordering::Relaxed) && self.mem.log_io().prewrite
+        self.durable_logs.load(Ordering::Relaxed)
+            && self.mem.log_io().prewrite
+            && self.journal.is_none()
+    }
+
+    /// Makes FastStore log ranges durable through `journal` from now on (at open,
+    /// after the journal's redo).
+    pub(crate) fn set_journal(&mut self, journal: super::journal::Journal) {
+        self.journal = Some(journal);
+    }
+
+    /// The sync journal, if this store uses one.
+    pub(crate) fn journal(&self) -> Option<&super::journal::Journal> {
+        self.journal.as_ref()
     }
 
     /// Sets how logs reach a file-backed pool (at open, before any log is written).

@@ -10,6 +10,13 @@
 //! A fence hook lets a test look at crash images taken just *before* each fence takes
 //! effect, i.e. with every not-yet-fenced line still at risk.
 //!
+//! The device also simulates the store's sync journal file (`pmem/journal/`, used when
+//! `Options::sync_journal` turns it on for a simulated pool): a journal write is
+//! durable when it returns, as an `O_DIRECT | O_DSYNC` write is, and counts as a fence
+//! (the hook runs just before it takes effect, so an image taken there lacks it).
+//! [`SimDevice::crash_images`] returns the pool image and the journal together, taken
+//! at one instant; [`SimDevice::from_images`] builds the device a recovery opens.
+//!
 //! Thread-safety: all methods take `&self`; line bookkeeping sits behind one mutex.
 //! Writes to `live` go through the raw base pointer in `Mem` (`pmem/persist.rs`), with
 //! the same one-writer-per-line rule as a real mapping. `live` is read only by the
@@ -41,6 +48,8 @@ pub type FenceHook = Box<dyn Fn(&SimDevice, u64) + Send + Sync>;
 
 struct State {
     durable: Vec<u8>,
+    /// The simulated journal file: what its completed writes left (durable at once).
+    journal: Vec<u8>,
     /// Lines written since their last fence, with the content they had when last
     /// written (captured by the writing thread, which owns the line at that moment).
     dirty: BTreeMap<u64, [u8; usize_from(LINE)]>,
@@ -79,11 +88,19 @@ impl SimDevice {
     /// A device whose live and durable content is `image` (e.g. a crash image).
     #[must_use]
     pub fn from_image(image: Vec<u8>) -> Self {
+        Self::from_images(image, Vec::new())
+    }
+
+    /// A device whose pool holds `image` and whose simulated journal file holds
+    /// `journal` (both from [`SimDevice::crash_images`]).
+    #[must_use]
+    pub fn from_images(image: Vec<u8>, journal: Vec<u8>) -> Self {
         let live: Box<[UnsafeCell<u8>]> = image.iter().map(|b| UnsafeCell::new(*b)).collect();
         SimDevice {
             live,
             state: Mutex::new(State {
                 durable: image,
+                journal,
                 dirty: BTreeMap::new(),
                 fences: 0,
             }),
@@ -148,7 +165,8 @@ impl SimDevice {
         }
     }
 
-    pub(crate) fn fence(&self, ranges: &[(u64, u64)]) {
+    /// Counts a fence and runs the hook before it takes effect.
+    fn before_fence(&self) {
         let n = {
             let mut st = self.state.lock();
             st.fences += 1;
@@ -158,6 +176,44 @@ impl SimDevice {
         if let Some(h) = hook {
             h(self, n);
         }
+    }
+
+    /// Makes every dirty line durable, as `fdatasync` of the pool file does (the sync
+    /// journal's checkpoints). A fence for the hook.
+    pub(crate) fn fence_all(&self) {
+        self.before_fence();
+        let mut st = self.state.lock();
+        let dirty = std::mem::take(&mut st.dirty);
+        for (line, content) in dirty {
+            let s = usize_from(line * LINE);
+            st.durable[s..s + usize_from(LINE)].copy_from_slice(&content);
+        }
+    }
+
+    /// A write of the simulated journal file at `off`, durable when it returns (the
+    /// file grows as needed). A fence for the hook: an image taken there lacks it.
+    pub(crate) fn journal_write(&self, off: u64, data: &[u8]) {
+        self.before_fence();
+        let mut st = self.state.lock();
+        let (start, end) = (usize_from(off), usize_from(off) + data.len());
+        if st.journal.len() < end {
+            st.journal.resize(end, 0);
+        }
+        st.journal[start..end].copy_from_slice(data);
+    }
+
+    /// The simulated journal file's content.
+    pub(crate) fn journal(&self) -> Vec<u8> {
+        self.state.lock().journal.clone()
+    }
+
+    /// Whether a journal file exists (anything was ever written to it).
+    pub(crate) fn has_journal(&self) -> bool {
+        !self.state.lock().journal.is_empty()
+    }
+
+    pub(crate) fn fence(&self, ranges: &[(u64, u64)]) {
+        self.before_fence();
         let mut st = self.state.lock();
         for &(start, end) in ranges {
             let mut line = start / LINE;
@@ -189,7 +245,14 @@ impl SimDevice {
 
     /// What the device would hold after a power failure now.
     pub fn crash_image(&self, mode: CrashMode) -> Vec<u8> {
+        self.crash_images(mode).0
+    }
+
+    /// What the device would hold after a power failure now: the pool image (as
+    /// [`SimDevice::crash_image`]) and the journal file, taken at one instant.
+    pub fn crash_images(&self, mode: CrashMode) -> (Vec<u8>, Vec<u8>) {
         let st = self.state.lock();
+        let journal = st.journal.clone();
         let mut img = st.durable.clone();
         let mut rng = match mode {
             CrashMode::Random(seed) => seed | 1,
@@ -214,7 +277,7 @@ impl SimDevice {
                 },
             }
         }
-        img
+        (img, journal)
     }
 }
 

@@ -19,6 +19,11 @@ use crate::resp::parse::Command;
 use crate::resp::reply::{self, Out};
 use crate::store::Tx;
 
+/// Read commands here that read keys they do not lock (`BY`/`GET` patterns): their
+/// replies always wait for a persist under sync durability (`visible.rs`). SORT is a
+/// write command and waits anyway.
+pub(crate) const READS_UNLOCKED: &[&str] = &["sort_ro"];
+
 /// The commands. SORT's STORE destination is locked with the source.
 pub(crate) static SPECS: &[Spec] = &[
     spec(
