@@ -22,6 +22,10 @@
 //! per-thread persists); with it, writes that arrive while the pipeline is full gather
 //! in `posted` and the next leader takes them all.
 //!
+//! Before it posts, a writer makes sure its own log has room for a group
+//! ([`PRE_ROLL`]), so that a new log segment is allocated under its own slot only, not
+//! under `leader` where every writer would wait for it.
+//!
 //! Locks: `leader` (held while stealing and appending, never while persisting or
 //! waiting); `posted` (the queue, held for a push, a drain or a peek); each request's
 //! `done` (its result); `inflight` is atomic. Order: a thread holding its own log slot
@@ -81,6 +85,10 @@ pub(crate) struct Group {
 /// them all. Two keeps the pipeline of FlatStore §3.3 (one group appends while the
 /// other persists) and lets the device serve two flushes at once.
 const PIPELINE_DEPTH: usize = 2;
+
+/// Log room (bytes) a writer makes sure of before it posts ([`Group::commit`]): a
+/// group of 32 small writes packs into ~5 KiB, of 16 writes of 1 KB into ~17 KiB.
+const PRE_ROLL: u64 = 16 << 10;
 
 /// A group this large means many writers wait: one group persists at a time.
 const BIG_GROUP: usize = 4;
@@ -163,6 +171,18 @@ impl Group {
             done: Mutex::new(None),
             thread: std::thread::current(),
         });
+        // This thread's log gets room for a group now, outside the leader lock: a new
+        // segment costs an allocation and two fences (~1-5 ms on a disk), and a leader
+        // that had to allocate while appending held up every writer behind it — at 32
+        // threads, each thread's first group stalled all of them (docs/benchmarks.md,
+        // 2026-12-04). A group larger than this still rolls inside, as before.
+        let chunk = slot.writer.chunk_size();
+        match slot.writer.ensure_room(PRE_ROLL.min(chunk / 16), class) {
+            // A nearly full pool may still hold this request in the tail segment: the
+            // append decides, as it did before.
+            Ok(()) | Err(Error::PoolFull { .. }) => {}
+            Err(e) => return Err(e),
+        }
         self.posted.lock().push(req.clone());
         loop {
             if let Some(r) = req.done.lock().take() {

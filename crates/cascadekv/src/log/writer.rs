@@ -141,6 +141,11 @@ impl LogWriter {
         &self.segments
     }
 
+    /// The pool's chunk size (a segment is one chunk or more).
+    pub fn chunk_size(&self) -> u64 {
+        self.pool.chunk_size()
+    }
+
     /// Record bytes appended (padding included).
     pub fn bytes_written(&self) -> u64 {
         self.bytes
@@ -381,6 +386,29 @@ impl LogWriter {
         self.seg
             .as_ref()
             .is_some_and(|s| s.pos > s.fenced && s.pos != s.mark_end)
+    }
+
+    /// Moves to a new segment now if the tail segment has fewer than `room` bytes left
+    /// (or there is none), so that a later append of up to `room` bytes allocates
+    /// nothing. A sealed log is left alone. The group commit calls this before a writer
+    /// posts (`faststore/group.rs`): an allocation costs a `posix_fallocate` and two
+    /// fences, and under the leader lock it would stall every writer's group.
+    ///
+    /// # Errors
+    /// `PoolFull` or `Io` from the allocation or the old segment's persist; nothing
+    /// changes then.
+    pub fn ensure_room(&mut self, room: u64, class: AllocClass) -> Result<()> {
+        if self.sealed {
+            return Ok(());
+        }
+        let short = self
+            .seg
+            .as_ref()
+            .is_none_or(|s| s.cap.saturating_sub(s.pos) < room);
+        if short {
+            self.next_segment(room, class)?;
+        }
+        Ok(())
     }
 
     fn next_segment(&mut self, len: u64, class: AllocClass) -> Result<()> {
