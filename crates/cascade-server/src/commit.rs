@@ -19,6 +19,11 @@
 //! that has *begun* (`started`) waits for that persist's end (`settled`) instead of
 //! asking for another.
 //!
+//! A worker runs the persist itself ([`Commit::ask_inline`]) when none is running and
+//! the recent ones were short: on a fast device the hand-off to a persister thread
+//! and back costs more than the worker's wait. The persist is the same code either
+//! way, so every invariant below holds for both.
+//!
 //! Invariants:
 //! * a ticket is asked for after its round's commands ran, so everything the round
 //!   wrote — and every write of another worker it could have read, which was in the
@@ -41,11 +46,16 @@
 //! the persisters. The durable write number itself is an atomic in `visible::Seqs`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use mio::Waker;
 use parking_lot::{Condvar, Mutex};
 
 use crate::visible::Seqs;
+
+/// A worker runs the persist itself when none is running and recent ones took less
+/// than this (µs; [`Commit::ask_inline`]).
+const INLINE_BELOW_US: u64 = 500;
 
 /// What one worker waits for (0: nothing).
 #[derive(Debug, Default, Clone, Copy)]
@@ -69,8 +79,16 @@ struct State {
     started: u64,
     /// Writes numbered up to this one are covered by a persist that has ended.
     settled: u64,
+    /// The largest write number a persist that *failed* covered (0: none failed).
+    settled_failed: u64,
     /// Persists run so far.
     persists: u64,
+    /// Of those, persists a worker ran itself ([`Commit::ask_inline`]).
+    inline: u64,
+    /// Persists running now (on persister threads or inline).
+    running: usize,
+    /// Moving average of a persist's duration in µs (0: none measured yet).
+    persist_us: u64,
     /// Per lane: what the worker waits for.
     waiting: Vec<Wait>,
     /// Per lane: the worker's poll waker.
@@ -95,6 +113,9 @@ pub(crate) struct Progress {
     pub(crate) failed: u64,
     /// Every write numbered up to this one was covered by a persist that ended.
     pub(crate) settled: u64,
+    /// A persist that covered the writes numbered up to this one failed (0: none did):
+    /// reads held for such a write must not be answered.
+    pub(crate) settled_failed: u64,
 }
 
 impl Commit {
@@ -121,11 +142,34 @@ impl Commit {
 
     /// A worker served a round: its ticket. It is done once a persist that began
     /// after this call has ended ([`Commit::wait_for`] asks to be woken then).
+    #[cfg(test)]
     pub(crate) fn ask(&self) -> u64 {
         let mut g = self.state.lock();
         g.asked += 1;
         let t = g.asked;
         self.work.notify_one();
+        t
+    }
+
+    /// [`Commit::ask`], and if no persist is running and recent persists were short
+    /// (under [`INLINE_BELOW_US`]), runs one on the calling worker at once: its ticket
+    /// is then done when this returns. A hand-off to a persister thread costs two
+    /// wake-ups per persist, which on a fast device and a busy CPU cost more than the
+    /// worker's wait (measured: docs/benchmarks.md, 2026-12-04); a persist that
+    /// begins while this one runs still goes to a persister thread, so the device
+    /// keeps serving several, and slow persists (ms) all go to the threads, which let
+    /// the workers serve meanwhile. `persist` must persist the shared log, as the
+    /// persisters' does.
+    pub(crate) fn ask_inline(&self, seqs: &Seqs, persist: impl FnMut() -> bool) -> u64 {
+        let mut g = self.state.lock();
+        g.asked += 1;
+        let t = g.asked;
+        if g.running == 0 && g.persist_us != 0 && g.persist_us < INLINE_BELOW_US {
+            g.inline += 1;
+            Self::persist_taken(&mut g, seqs, persist);
+        } else {
+            self.work.notify_one();
+        }
         t
     }
 
@@ -143,12 +187,14 @@ impl Commit {
             done: g.done,
             failed: g.failed,
             settled: g.settled,
+            settled_failed: g.settled_failed,
         }
     }
 
-    /// Persists run so far (INFO).
-    pub(crate) fn persists(&self) -> u64 {
-        self.state.lock().persists
+    /// Persists run so far, and how many of them a worker ran itself (INFO).
+    pub(crate) fn persists(&self) -> (u64, u64) {
+        let g = self.state.lock();
+        (g.persists, g.inline)
     }
 
     /// Worker `lane` still holds rounds waiting for ticket `ticket` or for the write
@@ -173,40 +219,61 @@ impl Commit {
         let mut g = self.state.lock();
         loop {
             if g.taken < g.asked {
-                let upto = g.asked;
-                g.taken = upto;
-                // Before the persist: every write numbered up to g0 is in the log.
-                let g0 = seqs.last();
-                g.started = g.started.max(g0);
-                let ok = parking_lot::MutexGuard::unlocked(&mut g, &mut persist);
-                if ok {
-                    seqs.persisted(g0);
-                } else {
-                    g.failed = g.failed.max(upto);
-                }
-                g.persists += 1;
-                g.done = g.done.max(upto);
-                g.settled = g.settled.max(g0);
-                let (done, settled) = (g.done, g.settled);
-                let State {
-                    waiting, wakers, ..
-                } = &mut *g;
-                for (w, k) in waiting.iter_mut().zip(wakers.iter()) {
-                    let met =
-                        (w.ticket != 0 && w.ticket <= done) || (w.seq != 0 && w.seq <= settled);
-                    if met {
-                        *w = Wait::default();
-                        if let Some(k) = k {
-                            let _ = k.wake();
-                        }
-                    }
-                }
+                Self::persist_taken(&mut g, seqs, &mut persist);
                 continue;
             }
             if g.stop {
                 return;
             }
             self.work.wait(&mut g);
+        }
+    }
+
+    /// Takes every ticket asked for and runs `persist` without the lock, then
+    /// publishes the result — the tickets it took, and the write number `seqs` had
+    /// before it began — and wakes the workers it satisfied. Called with the lock held
+    /// and `taken < asked`, by a persister thread or inline by a worker.
+    fn persist_taken(
+        g: &mut parking_lot::MutexGuard<'_, State>,
+        seqs: &Seqs,
+        mut persist: impl FnMut() -> bool,
+    ) {
+        let upto = g.asked;
+        g.taken = upto;
+        // Before the persist: every write numbered up to g0 is in the log.
+        let g0 = seqs.last();
+        g.started = g.started.max(g0);
+        g.running += 1;
+        let t0 = Instant::now();
+        let ok = parking_lot::MutexGuard::unlocked(g, &mut persist);
+        let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        g.persist_us = if g.persist_us == 0 {
+            us.max(1)
+        } else {
+            (g.persist_us.saturating_mul(7).saturating_add(us) / 8).max(1)
+        };
+        g.running -= 1;
+        if ok {
+            seqs.persisted(g0);
+        } else {
+            g.failed = g.failed.max(upto);
+            g.settled_failed = g.settled_failed.max(g0);
+        }
+        g.persists += 1;
+        g.done = g.done.max(upto);
+        g.settled = g.settled.max(g0);
+        let (done, settled) = (g.done, g.settled);
+        let State {
+            waiting, wakers, ..
+        } = &mut **g;
+        for (w, k) in waiting.iter_mut().zip(wakers.iter()) {
+            let met = (w.ticket != 0 && w.ticket <= done) || (w.seq != 0 && w.seq <= settled);
+            if met {
+                *w = Wait::default();
+                if let Some(k) = k {
+                    let _ = k.wake();
+                }
+            }
         }
     }
 
@@ -282,7 +349,7 @@ mod tests {
         assert!(commit.wait_for(1, t2, 0));
         assert_eq!(durable.load(Ordering::SeqCst), 2);
         assert_eq!(commit.progress().failed, 0);
-        assert_eq!(commit.persists(), 2);
+        assert_eq!(commit.persists(), (2, 0));
         commit.stop();
         persister.join().expect("test");
     }
@@ -328,10 +395,45 @@ mod tests {
         assert_eq!((p.done, p.settled), (t1, 1));
         assert!(commit.wait_for(0, 0, 1));
         assert!(!commit.wait_for(0, 0, 2));
-        assert_eq!(commit.persists(), 1, "the reader asked for no persist");
+        assert_eq!(commit.persists(), (1, 0), "the reader asked for no persist");
         drop(gate_tx);
         commit.stop();
         persister.join().expect("test");
+    }
+
+    #[test]
+    fn a_worker_persists_inline_only_when_recent_persists_were_short() {
+        for (pause, inline) in [(Duration::ZERO, true), (Duration::from_millis(50), false)] {
+            let commit = Arc::new(Commit::new(1));
+            let seqs = Arc::new(Seqs::new(1));
+            let ran = AtomicU64::new(0);
+            let count = || {
+                ran.fetch_add(1, Ordering::SeqCst);
+                true
+            };
+            // Nothing measured yet: the ticket goes to a persister thread.
+            let t1 = commit.ask_inline(&seqs, count);
+            assert_eq!(ran.load(Ordering::SeqCst), 0);
+            let (c, s) = (commit.clone(), seqs.clone());
+            let persister = std::thread::spawn(move || {
+                c.run_persister(&s, || {
+                    std::thread::sleep(pause);
+                    true
+                });
+            });
+            while commit.progress().done < t1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Measured: a short persist runs on the asking worker, done when it
+            // returns; a long one goes to the thread, which is still in it (50 ms).
+            let t2 = commit.ask_inline(&seqs, count);
+            assert_eq!(ran.load(Ordering::SeqCst), u64::from(inline), "{pause:?}");
+            assert_eq!(commit.progress().done >= t2, inline, "{pause:?}");
+            commit.stop();
+            persister.join().expect("test");
+            assert_eq!(commit.progress().done, t2);
+            assert_eq!(commit.persists(), (2, u64::from(inline)));
+        }
     }
 
     #[test]
@@ -351,7 +453,8 @@ mod tests {
             Progress {
                 done: t,
                 failed: t,
-                settled: 1
+                settled: 1,
+                settled_failed: 1
             }
         );
         assert_eq!(seqs.durable(), 0);

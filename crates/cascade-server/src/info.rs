@@ -300,8 +300,16 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
         "cascade_sync_persists",
         "cascade_sync_persists_total",
         Counter,
-        "Persists of the shared log by the persister threads (sync durability).",
-        shared.commit.persists(),
+        "Persists of the shared log, by the persister threads or a worker (sync durability).",
+        shared.commit.persists().0,
+    );
+    l.both(
+        s,
+        "cascade_sync_persists_inline",
+        "cascade_sync_persists_inline_total",
+        Counter,
+        "Persists of the shared log a worker ran itself, none running and recent ones short.",
+        shared.commit.persists().1,
     );
     l.both(
         s,

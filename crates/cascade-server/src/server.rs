@@ -187,11 +187,6 @@ fn start_persisters(shared: &Arc<Shared>) -> std::io::Result<Vec<std::thread::Jo
     if !shared.fixed.sync {
         return Ok(persisters);
     }
-    // Tests stretch every persist to see what waits for it (never set in service).
-    let delay = std::env::var("CASCADE_TEST_PERSIST_DELAY_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_millis);
     for i in 0..shared.fixed.sync_persisters {
         let s = shared.clone();
         persisters.push(
@@ -199,22 +194,36 @@ fn start_persisters(shared: &Arc<Shared>) -> std::io::Result<Vec<std::thread::Jo
                 .name(format!("cascade-persist-{i}"))
                 .spawn(move || {
                     crate::visible::bind_shared_log(true);
-                    s.commit.run_persister(s.store.seqs(), || {
-                        if let Some(d) = delay {
-                            std::thread::sleep(d);
-                        }
-                        match s.store.db().sync_thread() {
-                            Ok(()) => true,
-                            Err(e) => {
-                                eprintln!("cascade: persisting the log failed: {e}");
-                                false
-                            }
-                        }
-                    });
+                    s.commit
+                        .run_persister(s.store.seqs(), || persist_shared_log(&s));
                 })?,
         );
     }
     Ok(persisters)
+}
+
+/// One persist of the workers' shared log (the calling thread is bound to it): what a
+/// persister thread runs, and a worker that persists inline (`Commit::ask_inline`).
+/// `false` if it failed.
+pub(crate) fn persist_shared_log(shared: &Shared) -> bool {
+    // Tests stretch every persist to see what waits for it (never set in service).
+    static DELAY: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let delay = DELAY.get_or_init(|| {
+        std::env::var("CASCADE_TEST_PERSIST_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(Duration::from_millis)
+    });
+    if let Some(d) = delay {
+        std::thread::sleep(*d);
+    }
+    match shared.store.db().sync_thread() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("cascade: persisting the log failed: {e}");
+            false
+        }
+    }
 }
 
 fn accept_loop(shared: &Shared, poll: &mut Poll, listener: &TcpListener, inboxes: &[Inbox]) {

@@ -608,7 +608,12 @@ impl Worker {
             if any_write {
                 self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
             }
-            let ticket = self.shared.commit.ask();
+            // A worker bound to the shared log persists it itself when that is cheaper
+            // than a hand-off (`Commit::ask_inline`).
+            let shared = self.shared.clone();
+            let ticket = self.shared.commit.ask_inline(shared.store.seqs(), || {
+                crate::server::persist_shared_log(&shared)
+            });
             self.hold(ticket, 0, ticketed);
         }
         if !reads.is_empty() {
@@ -633,7 +638,7 @@ impl Worker {
     }
 
     /// The connections of held rounds whose persist ended (`commit.rs`); those of a
-    /// failed persist that wrote are closed unanswered. If rounds are still held, the
+    /// round a failed persist covered are closed unanswered, readers too. If rounds are still held, the
     /// worker is woken when the first of them is done. Each connection is in at most
     /// one held round (it is not served while held), so rounds may end in any order.
     fn take_durable(&mut self) -> Vec<Token> {
@@ -653,14 +658,20 @@ impl Worker {
                     continue;
                 }
                 let h = self.held.remove(i);
-                let failed = h.ticket != 0 && h.ticket <= p.failed;
+                // A failed persist answers none of the rounds it covered, readers
+                // included: what they read may never become durable (design.md §10).
+                let failed = if h.ticket == 0 {
+                    h.seq <= p.settled_failed
+                } else {
+                    h.ticket <= p.failed
+                };
                 if failed {
                     eprintln!("cascade: persisting the log failed");
                 }
                 for tok in &h.tokens {
                     if let Some(c) = self.conns.get_mut(tok) {
                         c.awaiting = false;
-                        if failed && c.wrote {
+                        if failed {
                             c.dead = true;
                         }
                     }
@@ -691,7 +702,7 @@ impl Worker {
 
     /// Under `--durability sync`, makes the round's writes — and, with the shared log,
     /// every write the round could have read — durable before any reply goes out
-    /// (`durable.rs`). A failed persist closes the clients that wrote this round.
+    /// (`durable.rs`). A failed persist closes every client of the round unanswered.
     fn make_round_durable(&mut self, tokens: &[Token], any_write: bool, shared_log: bool) {
         let sync = self.shared.config.sync.load(Ordering::Relaxed);
         // Every write this worker started is in its log: the persist covers them.
@@ -707,13 +718,12 @@ impl Worker {
                 self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
             }
             if let Err(e) = self.shared.store.db().sync_thread() {
-                // Nothing written this round may be acknowledged.
+                // Nothing written this round may be acknowledged, and nothing read in
+                // it shown: it may never become durable.
                 eprintln!("cascade: persisting the log failed: {e}");
                 for t in tokens {
                     if let Some(c) = self.conns.get_mut(t) {
-                        if c.wrote {
-                            c.dead = true;
-                        }
+                        c.dead = true;
                     }
                 }
             }
