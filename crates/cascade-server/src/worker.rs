@@ -610,9 +610,9 @@ impl Worker {
             }
             // A worker bound to the shared log persists it itself when that is cheaper
             // than a hand-off (`Commit::ask_inline`).
-            let shared = self.shared.clone();
-            let ticket = self.shared.commit.ask_inline(shared.store.seqs(), || {
-                crate::server::persist_shared_log(&shared)
+            let shared = &self.shared;
+            let ticket = shared.commit.ask_inline(shared.store.seqs(), || {
+                crate::server::persist_shared_log(shared)
             });
             self.hold(ticket, 0, ticketed);
         }
