@@ -191,6 +191,21 @@ pub(crate) enum PoolSync {
 }
 
 impl PoolSync {
+    /// Writes back the pool's dirty pages in `ranges` (pool offset, length), a window
+    /// of `step` bytes at a time (`Mem::write_back_paced`); durable only after
+    /// [`PoolSync::sync`]. The simulated device has nothing to write back.
+    pub(crate) fn write_back(&self, ranges: &[(u64, u64)], step: u64) -> Result<()> {
+        match self {
+            PoolSync::File(f) => {
+                for &(off, len) in ranges {
+                    crate::pmem::persist::Mem::write_back_paced(f, off, len, step)?;
+                }
+                Ok(())
+            }
+            PoolSync::Sim(_) => Ok(()),
+        }
+    }
+
     /// Makes every byte written into the pool so far durable.
     pub(crate) fn sync(&self) -> Result<()> {
         match self {

@@ -72,6 +72,15 @@ pub(crate) const JOURNAL_FILE: &str = "JOURNAL";
 const NSEG: u32 = 8;
 /// Device flushes of the journal file that may run at once (shared flushes, below).
 const MAX_FLUSHES: usize = 2;
+/// A checkpoint writes the pool's log pages back this many bytes at a time before its
+/// `fdatasync` ([`Inner::checkpoints`]): the journal flushes that run meanwhile queue
+/// behind one window, not behind megabytes (measured: docs/benchmarks.md, session 14).
+const CHECKPOINT_STEP: u64 = 256 << 10;
+/// Pool ranges (offset, length) a slot's blocks carry.
+type Ranges = Mutex<Vec<(u64, u64)>>;
+/// Pool ranges remembered per slot; past this many, a slot's ranges merge into one
+/// (the write-back then walks clean pages too, which costs little).
+const MAX_RANGES: usize = 64;
 
 /// Shared device flushes (`JournalIo::File` without `O_DSYNC`): a block's write is
 /// durable once a flush that *began after the write completed* has completed. The
@@ -137,6 +146,9 @@ struct Inner {
     /// a slot only once they returned, so a later lap's block never races an older
     /// write to the same place of the file.
     writing: Box<[AtomicU64]>,
+    /// Per slot: the pool ranges its blocks carry (offset, length; adjacent ones
+    /// merged), which a checkpoint that frees the slot writes back first.
+    touched: Box<[Ranges]>,
 }
 
 /// The sync journal of one open store.
@@ -197,6 +209,7 @@ impl Journal {
             flushes: Mutex::new(Flushes::default()),
             flushed: Condvar::new(),
             writing: (0..NSEG).map(|_| AtomicU64::new(0)).collect(),
+            touched: (0..NSEG).map(|_| Mutex::new(Vec::new())).collect(),
         });
         let worker = inner.clone();
         let thread = std::thread::Builder::new()
@@ -231,6 +244,13 @@ impl Journal {
         let mut buf = AlignedBuf::zeroed(usize_from(size));
         encode_block(buf.as_mut_slice(), inner.nonce, seq, t, payload);
         let wrote = inner.io.write_at(off, &buf);
+        // Before the block counts as returned: a checkpoint that frees this slot
+        // waits for that, then reads the ranges.
+        note_range(
+            &inner.touched[usize_from(seq % inner.nseg)],
+            t.pool_off,
+            payload.len() as u64,
+        );
         inner.writing[usize_from(seq % inner.nseg)].fetch_sub(1, Ordering::AcqRel);
         wrote?;
         inner.flush_after_write()?;
@@ -369,6 +389,16 @@ impl Inner {
                 {
                     std::thread::sleep(std::time::Duration::from_micros(50));
                 }
+                // The pool pages those blocks carried, written back a window at a
+                // time: the `fdatasync` below then has little left to write, so the
+                // journal's own flushes meanwhile do not queue behind a burst of
+                // megabytes (they took 3-9 ms around each checkpoint before). The
+                // `fdatasync` stays what makes the pool durable.
+                let mut ranges = Vec::new();
+                for q in from..target {
+                    ranges.append(&mut self.touched[usize_from(q % self.nseg)].lock());
+                }
+                self.sync.write_back(&merged(ranges), CHECKPOINT_STEP)?;
                 self.sync.sync()?;
                 write_header(&self.io, &h)
             });
@@ -383,6 +413,44 @@ impl Inner {
             self.space.notify_all();
         }
     }
+}
+
+/// Adds pool range `[off, off + len)` to a slot's list, merged into one of its last
+/// few ranges when it touches it (each log appends in order, so its blocks follow
+/// each other); a list past [`MAX_RANGES`] becomes one range covering it all.
+fn note_range(list: &Ranges, off: u64, len: u64) {
+    let mut l = list.lock();
+    let end = off + len;
+    for r in l.iter_mut().rev().take(8) {
+        if off <= r.0 + r.1 && end >= r.0 {
+            let hi = (r.0 + r.1).max(end);
+            r.0 = r.0.min(off);
+            r.1 = hi - r.0;
+            return;
+        }
+    }
+    l.push((off, len));
+    if l.len() > MAX_RANGES {
+        let lo = l.iter().map(|r| r.0).min().unwrap_or(off);
+        let hi = l.iter().map(|r| r.0 + r.1).max().unwrap_or(end);
+        l.clear();
+        l.push((lo, hi - lo));
+    }
+}
+
+/// `ranges` sorted, overlapping and adjacent ones joined.
+fn merged(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (off, len) in ranges {
+        match out.last_mut() {
+            Some(last) if off <= last.0 + last.1 => {
+                last.1 = (last.0 + last.1).max(off + len) - last.0;
+            }
+            _ => out.push((off, len)),
+        }
+    }
+    out
 }
 
 fn failed(msg: &str) -> Error {
@@ -535,4 +603,34 @@ fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_of_interleaved_logs_merge_per_log_and_stay_bounded() {
+        let list = Mutex::new(Vec::new());
+        // Two logs appending in turn, each block following its log's previous one.
+        for i in 0..100u64 {
+            note_range(&list, (1 << 20) + i * 100, 100);
+            note_range(&list, (8 << 20) + i * 50, 50);
+        }
+        note_range(&list, 1 << 20, 10); // inside the first: nothing new
+        assert_eq!(
+            merged(list.lock().clone()),
+            vec![(1 << 20, 10_000), (8 << 20, 5_000)]
+        );
+        // Scattered ranges: past MAX_RANGES the list is one range covering them all.
+        let list = Mutex::new(Vec::new());
+        for i in 0..=(MAX_RANGES as u64) {
+            note_range(&list, i * 1_000_000, 10);
+        }
+        assert_eq!(*list.lock(), vec![(0, MAX_RANGES as u64 * 1_000_000 + 10)]);
+        assert_eq!(
+            merged(vec![(50, 10), (0, 10), (10, 5), (55, 20), (100, 1)]),
+            vec![(0, 15), (50, 25), (100, 1)]
+        );
+    }
 }
