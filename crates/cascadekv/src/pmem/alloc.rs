@@ -239,7 +239,16 @@ impl Allocator {
                 continue;
             }
             let covers = st.changes;
-            let (off, buf) = self.encode_copy(st)?;
+            // The copy's buffer is allocated without the lock: a thread's first
+            // allocations may fault in a fresh (huge) page of its allocator heap, and
+            // 32 writers that need segments at once queued behind each such fault
+            // (docs/benchmarks.md, session 14).
+            let len = usize_from(COPY_FIXED + self.geo.bitmap_len());
+            let mut buf = MutexGuard::unlocked(st, || vec![0u8; len]);
+            if st.persisted >= mine || st.persisting {
+                continue;
+            }
+            let off = self.encode_copy(st, &mut buf)?;
             st.persisting = true;
             let r = MutexGuard::unlocked(st, || mem.persist(off, &buf));
             st.persisting = false;
@@ -256,7 +265,7 @@ impl Allocator {
     /// goes up by one — or more, to cover every epoch handed out — keeping the copies
     /// alternating, so a torn write only damages the copy being replaced. Chunks being
     /// drained or whose allocation is pending are written as free.
-    fn encode_copy(&self, st: &mut State) -> Result<(u64, Vec<u8>)> {
+    fn encode_copy(&self, st: &mut State, buf: &mut [u8]) -> Result<u64> {
         let mut generation = st.generation + 1;
         let floor = st.next_epoch.saturating_sub(1);
         if generation < floor {
@@ -264,12 +273,11 @@ impl Allocator {
         }
         st.generation = generation;
         let copy = generation % 2;
-        let mut buf = vec![0u8; usize_from(COPY_FIXED + self.geo.bitmap_len())];
-        put_u64(&mut buf, 0, generation);
-        put_u32(&mut buf, 8, st.flags);
+        put_u64(buf, 0, generation);
+        put_u32(buf, 8, st.flags);
         let len = u32::try_from(self.geo.bitmap_len())
             .map_err(|_| Error::invalid("the chunk bitmap does not fit its 32-bit length"))?;
-        put_u32(&mut buf, 12, len);
+        put_u32(buf, 12, len);
         let n = st.bits.len();
         for (i, ((b, d), p)) in st
             .bits
@@ -281,8 +289,8 @@ impl Allocator {
             buf[16 + i] = b & !d & !p;
         }
         let crc = crc32c(&buf[..16 + n]);
-        put_u32(&mut buf, 16 + n, crc);
-        Ok((self.geo.base + copy * self.geo.copy_size, buf))
+        put_u32(buf, 16 + n, crc);
+        Ok(self.geo.base + copy * self.geo.copy_size)
     }
 
     /// Allocates `span` contiguous chunks. Under the allocator lock it picks the run
