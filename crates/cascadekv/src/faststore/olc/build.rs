@@ -102,6 +102,7 @@ impl Olc {
             // Swap with the old root locked: a racing put that read it can then no
             // longer grow a new root above it (its upgrade fails), so the old tree
             // stays disjoint from the new one and `Drop` frees each node once.
+            let wait = super::sync::Backoff::new();
             loop {
                 let old = self.root.load(Ordering::Acquire);
                 // SAFETY: `root` always holds a live node; nodes are freed by `Drop`.
@@ -110,7 +111,7 @@ impl Olc {
                 };
                 let lock = &node.header().lock;
                 let Some(_w) = lock.read().and_then(|v| lock.upgrade(v)) else {
-                    super::sync::backoff();
+                    wait.snooze();
                     continue;
                 };
                 if self.root.load(Ordering::Acquire) == old {

@@ -39,7 +39,7 @@
 use crossbeam_epoch::{Guard, Owned, Shared};
 
 use super::node::prefetch_line;
-use super::sync::{backoff, fence, AtomicU64, Ordering};
+use super::sync::{fence, AtomicU64, Backoff, Ordering};
 use crate::epoch::Snapshots;
 use crate::faststore::ikey::IKey;
 use crate::faststore::node::{update, SlotState};
@@ -135,6 +135,7 @@ impl Cell {
     /// A consistent copy of the version (spins while a write is in progress; a write
     /// section is a handful of stores).
     fn load(&self) -> Version {
+        let wait = Backoff::new();
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
             if s1 & WRITING == 0 {
@@ -153,7 +154,7 @@ impl Cell {
                     };
                 }
             }
-            backoff();
+            wait.snooze();
         }
     }
 

@@ -54,23 +54,38 @@ mod sync {
     #[cfg(not(loom))]
     pub(super) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-    /// What a thread does before retrying after a conflict.
-    #[inline]
-    pub(super) fn backoff() {
-        #[cfg(loom)]
-        ::loom::thread::yield_now();
-        #[cfg(not(loom))]
-        std::hint::spin_loop();
+    /// How a thread waits before retrying after a conflict: a few exponentially longer
+    /// spins, then `yield_now` (crossbeam-utils' `Backoff::snooze`). Spinning alone
+    /// let a thread that conflicts with a writer the scheduler preempted — 32 writers
+    /// on 2 cores — burn its whole time slice before the writer could finish (a
+    /// multi-millisecond stall per conflict; docs/benchmarks.md, session 14).
+    #[cfg(not(loom))]
+    pub(super) use crossbeam_utils::Backoff;
+
+    /// Under loom every wait is a yield (the model explores the interleavings).
+    #[cfg(loom)]
+    pub(super) struct Backoff;
+
+    #[cfg(loom)]
+    impl Backoff {
+        pub(super) fn new() -> Backoff {
+            Backoff
+        }
+
+        pub(super) fn snooze(&self) {
+            ::loom::thread::yield_now();
+        }
     }
 
     /// Runs `attempt` until it succeeds (`None`: a conflict; back off and restart).
     #[inline]
     pub(super) fn retry<T>(mut attempt: impl FnMut() -> Option<T>) -> T {
+        let wait = Backoff::new();
         loop {
             if let Some(x) = attempt() {
                 return x;
             }
-            backoff();
+            wait.snooze();
         }
     }
 }
