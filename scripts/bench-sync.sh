@@ -29,7 +29,7 @@
 # first time); ROCKS_BIN names such a binary if it is not target/release/cascade. PORT
 # (default 7510) is where the servers listen. Knobs of the log path are environment
 # variables of the cascade process (pmem/persist.rs `LogIo`): CASCADE_LOG_WRITE=pwrite,
-# CASCADE_LOG_PREWRITE=0, CASCADE_LOG_FENCE=fdatasync; of the sync journal
+# CASCADE_LOG_PREWRITE=0, CASCADE_LOG_FENCE=fdatasync, CASCADE_LOG_EARLY_WB=0; of the sync journal
 # (pmem/journal/): CASCADE_JOURNAL=0|1, CASCADE_JOURNAL_SYNC=dsync|shared,
 # CASCADE_JOURNAL_SIZE=bytes; of the group commit (faststore/group.rs):
 # CASCADE_GROUP_DEPTH=n. CASCADE_ENV passes them to the `cascade` engine rows (e.g.

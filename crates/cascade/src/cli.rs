@@ -169,7 +169,9 @@ struct ServeArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// With --durability sync: threads that persist the workers' shared log while the
-    /// workers go on serving (0: each worker persists at the end of its own round).
+    /// workers go on serving, used while persists take 0.5 ms or more on average (a
+    /// worker persists itself when they are faster; 0: each worker persists at the end
+    /// of its own round).
     #[arg(long, default_value_t = 2)]
     sync_persisters: usize,
     /// Serve Prometheus metrics on http://BIND:PORT/metrics.

@@ -46,7 +46,14 @@ struct Tail {
     /// End of the mark [`LogWriter::sync`] appended last (0 if something followed it):
     /// a tail that ends in that mark holds nothing unsynced.
     mark_end: u64,
+    /// Write-back of the segment's pages was started up to here ([`EARLY_WB_STEP`]).
+    early_wb: u64,
 }
+
+/// Every this many bytes appended, a log starts the write-back of the pages it has
+/// finished (`Mem::start_write_back`), so that the fence ending its segment has little
+/// left to write.
+const EARLY_WB_STEP: u64 = 256 << 10;
 
 /// Appends records to one log.
 #[derive(Debug)]
@@ -190,6 +197,10 @@ impl LogWriter {
         }
         self.bytes += at + len - seg.pos;
         seg.pos = at + len;
+        if seg.pos - seg.early_wb >= EARLY_WB_STEP {
+            mem.start_write_back(seg.base + seg.early_wb, seg.pos - seg.early_wb);
+            seg.early_wb = seg.pos & !4095;
+        }
         Ok(addr)
     }
 
@@ -460,6 +471,7 @@ impl LogWriter {
             fenced: CHUNK_HEADER_LEN,
             marked: CHUNK_HEADER_LEN,
             mark_end: 0,
+            early_wb: CHUNK_HEADER_LEN,
         });
         Ok(())
     }

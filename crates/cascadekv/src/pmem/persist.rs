@@ -103,6 +103,9 @@ pub struct Mem {
     /// Keeps the mapped file open (file backends).
     file: Option<File>,
     sim: Option<Arc<SimDevice>>,
+    /// A shared mapping of a file on a block device (not DAX, not tmpfs): what
+    /// [`Mem::start_write_back`] serves.
+    on_disk: bool,
 }
 
 // SAFETY: `Mem` hands out access to a shared mapping; the module invariant (disjoint
@@ -150,6 +153,7 @@ impl Mem {
                 Error::io("mapping the pool file", std::io::Error::last_os_error())
             })?,
         };
+        let on_disk = backend == Backend::Msync && !is_tmpfs(&file) && early_write_back();
         Ok(Mem {
             base: ptr,
             len,
@@ -158,6 +162,7 @@ impl Mem {
             file: Some(file),
             io: LogIo::with_env(LogIo::DEFAULT),
             sim: None,
+            on_disk,
         })
     }
 
@@ -178,6 +183,7 @@ impl Mem {
             insn: FlushInsn::Clflush,
             file: None,
             sim: None,
+            on_disk: false,
         })
     }
 
@@ -191,6 +197,7 @@ impl Mem {
             insn: FlushInsn::Clflush,
             file: None,
             sim: Some(dev),
+            on_disk: false,
         }
     }
 
@@ -464,15 +471,39 @@ impl Mem {
     /// Whether the pool file lies on tmpfs (memory: no device behind it, so nothing
     /// is gained by the sync journal). `false` without a file or if it cannot be told.
     pub(crate) fn on_tmpfs(&self) -> bool {
-        const TMPFS_MAGIC: libc::__fsword_t = 0x0102_1994;
+        self.file.as_ref().is_some_and(is_tmpfs)
+    }
+
+    /// Starts write-back of the whole pages of `[off, off + len)` without waiting for it
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a log calls this for bytes it has
+    /// finished appending, so that the page cache writes them out a little at a time
+    /// instead of all at once inside the fence that ends the segment (a worker's
+    /// `msync` of a whole 4 MiB segment stalled it 3–28 ms; docs/benchmarks.md,
+    /// session 14). It makes nothing durable and changes no rule: only a fence does.
+    /// Only pages that end inside the range are started, so the page still being
+    /// appended to is never under write-back. Does nothing unless the pool is a shared
+    /// mapping of a file on a block device; an error is left for the fence to report
+    /// (the same pages are written back there).
+    pub fn start_write_back(&self, off: u64, len: u64) {
+        if !self.on_disk || self.check(off, len).is_err() {
+            return;
+        }
+        let (start, end) = (off & !(PAGE - 1), (off + len) & !(PAGE - 1));
         let Some(f) = self.file.as_ref() else {
-            return false;
+            return;
         };
-        // SAFETY: `statfs` is plain old data; zeroes are a valid value of it.
-        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-        // SAFETY: plain syscall on a valid fd into a correctly sized struct.
-        let rc = unsafe { libc::fstatfs(f.as_raw_fd(), &raw mut st) };
-        rc == 0 && st.f_type == TMPFS_MAGIC
+        let (Ok(o), Ok(l)) = (
+            libc::off64_t::try_from(start),
+            libc::off64_t::try_from(end.saturating_sub(start)),
+        ) else {
+            return;
+        };
+        if l == 0 {
+            return;
+        }
+        // SAFETY: plain syscall on a valid fd with an in-range byte range; it only
+        // starts write-back of pages this file already holds.
+        let _ = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
     }
 
     /// A second handle of the pool file (`None` for the simulated and private
@@ -647,6 +678,23 @@ impl LogIo {
             fdatasync: env.2.unwrap_or(self.fdatasync),
         }
     }
+}
+
+/// Whether `f` lives on tmpfs (its pages are memory: there is nothing to write back).
+fn is_tmpfs(f: &File) -> bool {
+    const TMPFS_MAGIC: libc::__fsword_t = 0x0102_1994;
+    // SAFETY: `statfs` is plain old data; zeroes are a valid value of it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: plain syscall on a valid fd into a correctly sized struct.
+    let rc = unsafe { libc::fstatfs(f.as_raw_fd(), &raw mut st) };
+    rc == 0 && st.f_type == TMPFS_MAGIC
+}
+
+/// `CASCADE_LOG_EARLY_WB=0` turns [`Mem::start_write_back`] off (to measure it with one
+/// binary); on by default. Read once per process.
+fn early_write_back() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("CASCADE_LOG_EARLY_WB").map_or(true, |v| v != "0"))
 }
 
 /// The environment's overrides of [`LogIo`], read once per process.
