@@ -238,16 +238,18 @@ impl Allocator {
                 self.persist_done.wait(st);
                 continue;
             }
-            let covers = st.changes;
             // The copy's buffer is allocated without the lock: a thread's first
             // allocations may fault in a fresh (huge) page of its allocator heap, and
             // 32 writers that need segments at once queued behind each such fault
-            // (docs/benchmarks.md, session 14).
+            // (docs/benchmarks.md, session 14). Meanwhile another thread may have
+            // persisted (or begun to): look again.
             let len = usize_from(COPY_FIXED + self.geo.bitmap_len());
             let mut buf = MutexGuard::unlocked(st, || vec![0u8; len]);
-            if st.persisted >= mine || st.persisting {
+            let failed_mine = st.failed.as_ref().is_some_and(|(at, _)| *at >= mine);
+            if st.persisted >= mine || st.persisting || failed_mine {
                 continue;
             }
+            let covers = st.changes;
             let off = self.encode_copy(st, &mut buf)?;
             st.persisting = true;
             let r = MutexGuard::unlocked(st, || mem.persist(off, &buf));
