@@ -199,7 +199,7 @@ impl LogWriter {
         seg.pos = at + len;
         if seg.pos - seg.early_wb >= EARLY_WB_STEP {
             mem.start_write_back(seg.base + seg.early_wb, seg.pos - seg.early_wb);
-            seg.early_wb = seg.pos & !4095;
+            seg.early_wb = seg.pos & !(crate::pmem::persist::PAGE - 1);
         }
         Ok(addr)
     }

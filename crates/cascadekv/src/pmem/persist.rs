@@ -37,7 +37,8 @@ use crate::error::{Error, Result};
 
 /// Size of a CPU cache line, the unit of persistence on a DAX device.
 pub const LINE: u64 = 64;
-const PAGE: u64 = 4096;
+/// The page size write-back works in.
+pub(crate) const PAGE: u64 = 4096;
 
 /// How persistence is carried out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,9 +104,9 @@ pub struct Mem {
     /// Keeps the mapped file open (file backends).
     file: Option<File>,
     sim: Option<Arc<SimDevice>>,
-    /// A shared mapping of a file on a block device (not DAX, not tmpfs): what
-    /// [`Mem::start_write_back`] serves.
-    on_disk: bool,
+    /// [`Mem::start_write_back`] runs: a shared mapping of a file on a block device
+    /// (not DAX, not tmpfs), unless `CASCADE_LOG_EARLY_WB=0`.
+    early_wb: bool,
 }
 
 // SAFETY: `Mem` hands out access to a shared mapping; the module invariant (disjoint
@@ -153,7 +154,7 @@ impl Mem {
                 Error::io("mapping the pool file", std::io::Error::last_os_error())
             })?,
         };
-        let on_disk = backend == Backend::Msync && !is_tmpfs(&file) && early_write_back();
+        let early_wb = backend == Backend::Msync && !is_tmpfs(&file) && early_write_back();
         Ok(Mem {
             base: ptr,
             len,
@@ -162,7 +163,7 @@ impl Mem {
             file: Some(file),
             io: LogIo::with_env(LogIo::DEFAULT),
             sim: None,
-            on_disk,
+            early_wb,
         })
     }
 
@@ -183,7 +184,7 @@ impl Mem {
             insn: FlushInsn::Clflush,
             file: None,
             sim: None,
-            on_disk: false,
+            early_wb: false,
         })
     }
 
@@ -197,7 +198,7 @@ impl Mem {
             insn: FlushInsn::Clflush,
             file: None,
             sim: Some(dev),
-            on_disk: false,
+            early_wb: false,
         }
     }
 
@@ -303,19 +304,8 @@ impl Mem {
                 .map_err(|e| Error::io("pre-writing a log segment with zeros", e))?;
             at += n;
         }
-        let range =
-            libc::off64_t::try_from(off).and_then(|o| Ok((o, libc::off64_t::try_from(len)?)));
-        let (o, l) = range.map_err(|_| Error::invalid("pool range beyond off_t"))?;
-        // SAFETY: plain syscall on a valid fd with an in-range byte range; it only
-        // starts write-back of pages this file already holds.
-        let rc = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
-        if rc != 0 {
-            return Err(Error::io(
-                "starting write-back of a pre-written log segment",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+        sync_range(f, off, len, libc::SYNC_FILE_RANGE_WRITE)
+            .map_err(|e| Error::io("starting write-back of a pre-written log segment", e))
     }
 
     /// Writes back the file's dirty pages in `[off, off + len)` one `step` at a time,
@@ -326,27 +316,16 @@ impl Mem {
     /// calls it before its `fdatasync`, which then has little left to write, so the
     /// sync journal's flushes that run meanwhile wait behind one window instead of the
     /// whole burst (RocksDB's `bytes_per_sync` paces its files for the same reason).
-    /// Without a pool file it does nothing.
     pub(crate) fn write_back_paced(file: &File, off: u64, len: u64, step: u64) -> Result<()> {
-        let step = step.max(4096);
+        let step = step.max(PAGE);
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
         let mut at = off;
         while at < off + len {
             let n = step.min(off + len - at);
-            let range =
-                libc::off64_t::try_from(at).and_then(|o| Ok((o, libc::off64_t::try_from(n)?)));
-            let (o, l) = range.map_err(|_| Error::invalid("pool range beyond off_t"))?;
-            let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                | libc::SYNC_FILE_RANGE_WRITE
-                | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-            // SAFETY: plain syscall on a valid fd with an in-range byte range; it only
-            // writes back (and waits for) pages this file already holds.
-            let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), o, l, flags) };
-            if rc != 0 {
-                return Err(Error::io(
-                    "writing back pool pages (journal checkpoint)",
-                    std::io::Error::last_os_error(),
-                ));
-            }
+            sync_range(file, at, n, flags)
+                .map_err(|e| Error::io("writing back pool pages (journal checkpoint)", e))?;
             at += n;
         }
         Ok(())
@@ -485,25 +464,13 @@ impl Mem {
     /// mapping of a file on a block device; an error is left for the fence to report
     /// (the same pages are written back there).
     pub fn start_write_back(&self, off: u64, len: u64) {
-        if !self.on_disk || self.check(off, len).is_err() {
+        if !self.early_wb || self.check(off, len).is_err() {
             return;
         }
         let (start, end) = (off & !(PAGE - 1), (off + len) & !(PAGE - 1));
-        let Some(f) = self.file.as_ref() else {
-            return;
-        };
-        let (Ok(o), Ok(l)) = (
-            libc::off64_t::try_from(start),
-            libc::off64_t::try_from(end.saturating_sub(start)),
-        ) else {
-            return;
-        };
-        if l == 0 {
-            return;
+        if let (Some(f), true) = (self.file.as_ref(), end > start) {
+            let _ = sync_range(f, start, end - start, libc::SYNC_FILE_RANGE_WRITE);
         }
-        // SAFETY: plain syscall on a valid fd with an in-range byte range; it only
-        // starts write-back of pages this file already holds.
-        let _ = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE) };
     }
 
     /// A second handle of the pool file (`None` for the simulated and private
@@ -677,6 +644,22 @@ impl LogIo {
             prewrite: env.1.unwrap_or(self.prewrite),
             fdatasync: env.2.unwrap_or(self.fdatasync),
         }
+    }
+}
+
+/// `sync_file_range(f, off, len, flags)`: write-back of (some of) the file's pages in the
+/// range, as `flags` ask; never makes anything durable by itself.
+fn sync_range(f: &File, off: u64, len: u64, flags: libc::c_uint) -> std::io::Result<()> {
+    let (Ok(o), Ok(l)) = (libc::off64_t::try_from(off), libc::off64_t::try_from(len)) else {
+        return Err(std::io::Error::other("pool range beyond off_t"));
+    };
+    // SAFETY: plain syscall on a valid fd; it only writes back (and, if asked, waits
+    // for) pages this file already holds, whatever the range.
+    let rc = unsafe { libc::sync_file_range(f.as_raw_fd(), o, l, flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
