@@ -3,12 +3,12 @@
 //! A `Durability::Sync` write, once it has drawn its LSNs, *posts* its records here
 //! instead of appending them to its own log. Whoever then takes the group's leader lock
 //! becomes the *leader*: it steals up to `max` posted requests (its own among them),
-//! appends them all to **its own** thread-exclusive log — the requests whose values
+//! appends them all to a *group log* it holds alone — the requests whose values
 //! are all inline-sized packed into one record (FlatStore §3.2's compacted entries,
 //! `log/packed.rs`; up to `PACKED_MAX` bytes each, a request never split), the others
 //! one record per operation, a batch behind its `BatchHeader` — releases the leader lock **before**
 //! persisting (so the next group forms and appends while this one persists: the
-//! pipeline), persists its log once, and hands every request the addresses of its
+//! pipeline), persists that log once, and hands every request the addresses of its
 //! records. Each writer then indexes its own records as before (FluidKV Algorithm 1,
 //! step 5), so a thread reads its own write as soon as its call returns.
 //!
@@ -22,27 +22,40 @@
 //! per-thread persists); with it, writes that arrive while the pipeline is full gather
 //! in `posted` and the next leader takes them all.
 //!
-//! Before it posts, a writer makes sure its own log has room for a group
-//! ([`PRE_ROLL`]), so that a new log segment is allocated under its own slot only, not
-//! under `leader` where every writer would wait for it.
+//! Group logs: the generation has [`GROUP_LOGS`] slots no thread is bound to, and the
+//! would-be leader takes a free one (`try_lock`) *before* the leader lock; only the
+//! leader appends to a log (FluidKV's thread-exclusive logs, exclusive to a leader
+//! while it leads). FlatStore's leader appends to its own per-core log instead; with
+//! one log per writer thread, every writer's first write allocated a log segment
+//! (`fallocate` and two fences) though most writers never lead, and at 32 threads the
+//! 32 allocations at once made every first write wait 5-45 ms and pinned 32 segments
+//! (docs/benchmarks.md, session 15); four group logs allocate four.
 //!
-//! Locks: `leader` (held while stealing and appending, never while persisting or
-//! waiting); `posted` (the queue, held for a push, a drain or a peek); each request's
-//! `done` (its result); `inflight` is atomic. Order: a thread holding its own log slot
-//! may take `leader`, then `posted`; it never waits for another slot. Waking is
+//! Before it takes the leader lock, the would-be leader makes sure its group log has
+//! room for a group ([`Group::pre_roll`]), so that a new log segment is allocated under
+//! that log only, not under `leader` where every writer would wait for it.
+//!
+//! Locks: a group log's slot mutex (held by one would-be or actual leader from before
+//! `leader` until its group is persisted, never while parked); `leader` (held while
+//! stealing and appending, never while persisting or waiting); `posted` (the queue,
+//! held for a push, a drain or a peek); each request's `done` (its result);
+//! `inflight` and `recent_bytes` are atomic. Order: a thread holding its own log slot
+//! may take a group log (`try_lock` only), then `leader`, then `posted`; it never
+//! waits for another slot, and the switcher locks the group logs after every thread
+//! slot (`FastStore::for_each_slot`). Waking is
 //! targeted, not broadcast: a leader unparks exactly the writers it persisted, and
 //! whoever frees room in the pipeline unparks the oldest posted writer to lead next
 //! (`std::thread::park` keeps a wake-up that comes before the park, so none is lost;
 //! a timeout bounds the cost of a bug).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use super::write::Op;
-use super::LogSlot;
+use super::{LogSlot, Padded};
 use crate::error::{Error, Result};
 use crate::log::packed::PACKED_MAX;
 use crate::pmem::AllocClass;
@@ -76,6 +89,9 @@ pub(crate) struct Group {
     /// groups are large and a second group in flight only makes both smaller
     /// ([`Group::room`]).
     last_size: AtomicUsize,
+    /// Log bytes of recent groups: the largest, decaying by a 16th per group (set by
+    /// leaders under `leader`).
+    recent_bytes: AtomicU64,
 }
 
 /// Groups that may persist at once. Unbounded, every writer that finds the leader
@@ -86,9 +102,16 @@ pub(crate) struct Group {
 /// other persists) and lets the device serve two flushes at once.
 const PIPELINE_DEPTH: usize = 2;
 
-/// Log room (bytes) a writer makes sure of before it posts ([`Group::commit`]): a
-/// group of 32 small writes packs into ~5 KiB, of 16 writes of 1 KB into ~17 KiB.
+/// Least log room (bytes) a writer makes sure of before it posts ([`Group::commit`]):
+/// a group of 32 small writes packs into ~5 KiB, of 16 writes of 1 KB into ~17 KiB.
+/// Larger groups raise it ([`Group::pre_roll`]).
 const PRE_ROLL: u64 = 16 << 10;
+
+/// Group logs of a FastStore generation. A leader holds one from before it takes the
+/// leader lock until its group is persisted, and at most [`PIPELINE_DEPTH`] groups
+/// persist at once; the rest leave a free one to the next leader while a log rolls to
+/// a new segment or the switcher holds one.
+pub(crate) const GROUP_LOGS: usize = 4;
 
 /// A group this large means many writers wait: one group persists at a time.
 const BIG_GROUP: usize = 4;
@@ -118,6 +141,7 @@ impl Group {
             max: max.max(1),
             inflight: AtomicUsize::new(0),
             last_size: AtomicUsize::new(0),
+            recent_bytes: AtomicU64::new(0),
         }
     }
 
@@ -141,17 +165,38 @@ impl Group {
         inflight < depth
     }
 
+    /// Log room a writer makes sure of before it posts: twice the recent groups'
+    /// size, at least [`PRE_ROLL`], at most a 16th of a chunk (what a segment may
+    /// leave unused at its end).
+    fn pre_roll(&self, chunk: u64) -> u64 {
+        let recent = self.recent_bytes.load(Ordering::Relaxed).saturating_mul(2);
+        recent.max(PRE_ROLL).min(chunk / 16)
+    }
+
+    /// Folds a group's log bytes into the recent size (under `leader`).
+    fn note_recent_bytes(&self, bytes: u64) {
+        let old = self.recent_bytes.load(Ordering::Relaxed);
+        self.recent_bytes
+            .store(bytes.max(old - old / 16), Ordering::Relaxed);
+    }
+
     /// Whether writes are batched across threads (`max` > 1).
     pub fn enabled(&self) -> bool {
         self.max > 1
     }
 
     /// Posts `ops` (LSNs drawn) and returns their record addresses once they are
-    /// durable in some thread's log. `slot` is the caller's own slot: it is the log
-    /// the caller appends to when it leads.
+    /// durable in a group log. `slot` is the caller's own slot (held for the whole
+    /// write, `write.rs`; a leader adds the log bytes it appends to its counters);
+    /// `logs` are the generation's group logs, one of which a leader borrows.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "a write's parts as write.rs holds them; a struct would only repack them"
+    )]
     pub fn commit(
         &self,
         slot: &mut LogSlot,
+        logs: &[Padded<Mutex<LogSlot>>],
         ops: &[(&[u8], Option<&[u8]>)],
         lsns: &[u64],
         batch: bool,
@@ -171,70 +216,111 @@ impl Group {
             done: Mutex::new(None),
             thread: std::thread::current(),
         });
-        // This thread's log gets room for a group now, outside the leader lock: a new
-        // segment costs an allocation and two fences (~1-5 ms on a disk), and a leader
-        // that had to allocate while appending held up every writer behind it — at 32
-        // threads, each thread's first group stalled all of them (docs/benchmarks.md,
-        // 2026-12-04). A group larger than this still rolls inside, as before.
-        let chunk = slot.writer.chunk_size();
-        match slot.writer.ensure_room(PRE_ROLL.min(chunk / 16), class) {
-            // A nearly full pool may still hold this request in the tail segment: the
-            // append decides, as it did before.
-            Ok(()) | Err(Error::PoolFull { .. }) => {}
-            Err(e) => return Err(e),
-        }
         self.posted.lock().push(req.clone());
         loop {
             if let Some(r) = req.done.lock().take() {
                 return r;
             }
-            let room = self.room();
-            if let Some(lead) = room.then(|| self.leader.try_lock()).flatten() {
-                let stolen: Vec<Arc<Request>> = {
-                    let mut p = self.posted.lock();
-                    let n = p.len().min(self.max);
-                    p.drain(..n).collect()
-                };
-                if stolen.is_empty() {
-                    // Another leader took ours; its result is on its way.
-                    drop(lead);
-                    std::thread::park_timeout(SAFETY_WAIT);
+            // A group log no other leader holds (the switcher may hold them too, last
+            // of all slots, never while waiting for another).
+            let log = if self.room() {
+                logs.iter().find_map(|l| l.0.try_lock())
+            } else {
+                None
+            };
+            let Some(mut log) = log else {
+                // Woken by the leader that persisted this request, or as the next
+                // leader when the pipeline has room; the timeout only guards against
+                // a bug.
+                std::thread::park_timeout(SAFETY_WAIT);
+                continue;
+            };
+            // The log gets room for a group now, outside the leader lock: a new
+            // segment costs an allocation and two fences (~1-5 ms on a disk, far more
+            // when many are allocated at once), and a leader that had to allocate
+            // while appending held up every writer behind it. The room is twice the
+            // recent groups' size: with 1 KB values at 32 threads a group takes
+            // ~34 KiB, and a fixed 16 KiB left leaders to roll inside (session 15).
+            // A group larger than this still rolls inside, as before.
+            let room = self.pre_roll(log.writer.chunk_size());
+            match log.writer.ensure_room(room, class) {
+                // A nearly full pool may still hold the group in the tail segment: the
+                // append decides, as it did before.
+                Ok(()) | Err(Error::PoolFull { .. }) => {}
+                Err(e) => {
+                    // Nothing of this request is appended unless another leader took
+                    // it meanwhile: then its result is on its way.
+                    drop(log);
+                    if self.withdraw(&req) {
+                        return Err(e);
+                    }
                     continue;
                 }
-                self.last_size.store(stolen.len(), Ordering::Relaxed);
-                let log_before = slot.writer.bytes_written();
-                let mut appended = append_group(slot, &stolen);
-                slot.unpublished_log += slot.writer.bytes_written() - log_before;
-                self.inflight.fetch_add(1, Ordering::AcqRel);
+            }
+            let Some(lead) = self.leader.try_lock() else {
+                drop(log);
+                std::thread::park_timeout(SAFETY_WAIT);
+                continue;
+            };
+            let stolen: Vec<Arc<Request>> = {
+                let mut p = self.posted.lock();
+                let n = p.len().min(self.max);
+                p.drain(..n).collect()
+            };
+            if stolen.is_empty() {
+                // Another leader took ours; its result is on its way.
                 drop(lead);
-                // Room left in the pipeline: the next group may form now.
-                self.wake_next();
-                // One persist for the whole group, outside the leader lock.
-                let synced = slot.writer.sync();
-                self.inflight.fetch_sub(1, Ordering::AcqRel);
-                if let Err(e) = synced {
-                    let msg = e.to_string();
-                    for a in &mut appended {
-                        if a.is_ok() {
-                            *a = Err(Error::io(
-                                "persisting a group of synchronous writes",
-                                std::io::Error::other(msg.clone()),
-                            ));
-                        }
-                    }
-                }
-                for (r, a) in stolen.iter().zip(appended) {
-                    *r.done.lock() = Some(a);
-                    if !Arc::ptr_eq(r, &req) {
-                        r.thread.unpark();
-                    }
-                }
-                self.wake_next();
+                drop(log);
+                std::thread::park_timeout(SAFETY_WAIT);
                 continue;
             }
-            // Woken by the leader that persisted this request, or as the next leader
-            // when the pipeline has room; the timeout only guards against a bug.
-            std::thread::park_timeout(SAFETY_WAIT);
+            self.last_size.store(stolen.len(), Ordering::Relaxed);
+            let log_before = log.writer.bytes_written();
+            let mut appended = append_group(&mut log, &stolen);
+            let bytes = log.writer.bytes_written() - log_before;
+            // The store-wide log counter learns of it through the leader's own slot
+            // (a group log has no thread to publish its counters).
+            slot.unpublished_log += bytes;
+            self.note_recent_bytes(bytes);
+            self.inflight.fetch_add(1, Ordering::AcqRel);
+            drop(lead);
+            // Room left in the pipeline: the next group may form now (with another
+            // group log).
+            self.wake_next();
+            // One persist for the whole group, outside the leader lock.
+            let synced = log.writer.sync();
+            drop(log);
+            self.inflight.fetch_sub(1, Ordering::AcqRel);
+            if let Err(e) = synced {
+                let msg = e.to_string();
+                for a in &mut appended {
+                    if a.is_ok() {
+                        *a = Err(Error::io(
+                            "persisting a group of synchronous writes",
+                            std::io::Error::other(msg.clone()),
+                        ));
+                    }
+                }
+            }
+            for (r, a) in stolen.iter().zip(appended) {
+                *r.done.lock() = Some(a);
+                if !Arc::ptr_eq(r, &req) {
+                    r.thread.unpark();
+                }
+            }
+            self.wake_next();
+        }
+    }
+
+    /// Takes `req` back out of the queue; false if a leader took it first.
+    fn withdraw(&self, req: &Arc<Request>) -> bool {
+        let mut p = self.posted.lock();
+        match p.iter().position(|r| Arc::ptr_eq(r, req)) {
+            Some(i) => {
+                p.remove(i);
+                true
+            }
+            None => false,
         }
     }
 

@@ -7,6 +7,12 @@
 //! shared; more threads than slots share slots through the slot's mutex, which stays
 //! uncontended in the common case.
 //!
+//! With synchronous writes batched across threads (`Options::sync_group_size` > 1),
+//! the generation also has [`group::GROUP_LOGS`] *group logs*: slots that no thread is
+//! bound to, which the leader of a group borrows for the group's records (`group.rs`).
+//! They sit after the thread slots, so `for_each_slot` and `wait_for_writers` lock them
+//! last.
+//!
 //! Lifecycle: *active* (takes writes) → *frozen* (set by the switcher; writers that see
 //! it retry on the new active FastStore) → *immutable* once every slot has been locked
 //! and sealed by the switcher (no write can still be in flight). Readers may use any
@@ -103,6 +109,8 @@ pub(crate) struct FastStore {
     generation: u64,
     index: Index,
     slots: Box<[Padded<Mutex<LogSlot>>]>,
+    /// Slots threads are bound to: `slots[..thread_slots]`; the rest are group logs.
+    thread_slots: usize,
     /// One per slot: woken when a persist job of that slot ends (`slot_sync.rs`).
     slot_cvs: Box<[parking_lot::Condvar]>,
     frozen: AtomicBool,
@@ -156,7 +164,8 @@ impl FastStore {
         index: &IndexKind,
     ) -> Self {
         let n = slots.max(1);
-        let slots = (0..n)
+        let group_logs = if group > 1 { group::GROUP_LOGS } else { 0 };
+        let slots = (0..n + group_logs)
             .map(|_| {
                 Padded(Mutex::new(LogSlot {
                     writer: LogWriter::new(pool.clone(), generation),
@@ -177,6 +186,7 @@ impl FastStore {
                 IndexKind::Hybrid { snaps, threads } => Index::hybrid(snaps.clone(), n, *threads),
             },
             slots,
+            thread_slots: n,
             slot_cvs: (0..n).map(|_| parking_lot::Condvar::new()).collect(),
             frozen: AtomicBool::new(false),
             recovered: Mutex::new(Vec::new()),
@@ -198,8 +208,17 @@ impl FastStore {
 
     /// Locks the calling thread's log slot.
     pub fn my_slot(&self) -> MutexGuard<'_, LogSlot> {
-        let n = thread_no() % self.slots.len();
-        self.slots[n].0.lock()
+        self.slots[self.my_slot_no()].0.lock()
+    }
+
+    /// The number of the calling thread's slot.
+    fn my_slot_no(&self) -> usize {
+        thread_no() % self.thread_slots
+    }
+
+    /// The group logs (module docs).
+    fn group_logs(&self) -> &[Padded<Mutex<LogSlot>>] {
+        &self.slots[self.thread_slots..]
     }
 
     /// Locks every slot in turn and runs `f` on it (flush, seal, snapshot barrier).

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use parking_lot::MutexGuard;
 
-use super::{thread_no, FastStore};
+use super::FastStore;
 use crate::error::Result;
 
 /// Jobs of one slot that may fence at once. Two: the server's persister threads
@@ -55,7 +55,7 @@ impl FastStore {
     /// # Errors
     /// `Io` from the fence or the mark.
     pub(crate) fn sync_my_slot(&self) -> Result<()> {
-        let n = thread_no() % self.slots.len();
+        let n = self.my_slot_no();
         let cv = &self.slot_cvs[n];
         let mut slot = self.slots[n].0.lock();
         let tail = slot.writer.tail();

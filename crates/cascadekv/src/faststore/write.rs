@@ -104,10 +104,15 @@ impl FastStore {
         let addrs = if sync && self.group.enabled() {
             // Horizontal batching (`group.rs`): a leader appends and persists it.
             let mut b = LsnBuf::default();
-            for a in
-                self.group
-                    .commit(&mut slot, ops, lsns.as_slice(), batch, class, cx.pack_limit)?
-            {
+            for a in self.group.commit(
+                &mut slot,
+                self.group_logs(),
+                ops,
+                lsns.as_slice(),
+                batch,
+                class,
+                cx.pack_limit,
+            )? {
                 b.push(a);
             }
             b
