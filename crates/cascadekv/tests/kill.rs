@@ -309,7 +309,7 @@ fn child_main(root: &Path) -> Result<(), String> {
     let oracle_ms = t0.elapsed().as_millis();
     let t_open = Instant::now();
     // Odd seeds batch the two writers' synchronous writes across threads (a leader
-    // appends both to its own log and persists once: FlatStore §3.3).
+    // appends both to a group log and persists once: FlatStore §3.3).
     let group = if seed % 2 == 1 { 4 } else { 1 };
     let opts = Options {
         sync_group_size: group,

@@ -12,7 +12,8 @@
 //!    record each (a batch behind a `BatchHeader`) —
 //!    and persist them if the write is synchronous — or, for a synchronous write with
 //!    `Options::sync_group_size` > 1, post them to the FastStore's group, whose leader
-//!    appends a whole group to its own log and persists it once (`group.rs`);
+//!    appends a whole group to one of the generation's group logs and persists it once
+//!    (`group.rs`);
 //! 5. `PutValidate` each key into the index (the newest LSN wins whatever the arrival
 //!    order) and account the DRAM it took.
 //!
