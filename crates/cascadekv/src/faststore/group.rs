@@ -243,6 +243,12 @@ impl Group {
             // ~34 KiB, and a fixed 16 KiB left leaders to roll inside (session 15).
             // A group larger than this still rolls inside, as before.
             let room = self.pre_roll(log.writer.chunk_size());
+            if !log.writer.has_room(room) {
+                // This writer may be the one `wake_next` chose to lead: another posted
+                // writer leads meanwhile (with another group log), so the pipeline does
+                // not wait for the roll.
+                self.wake_other(&req);
+            }
             match log.writer.ensure_room(room, class) {
                 // A nearly full pool may still hold the group in the tail segment: the
                 // append decides, as it did before.
@@ -289,7 +295,6 @@ impl Group {
             self.wake_next();
             // One persist for the whole group, outside the leader lock.
             let synced = log.writer.sync();
-            drop(log);
             self.inflight.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = synced {
                 let msg = e.to_string();
@@ -309,6 +314,22 @@ impl Group {
                 }
             }
             self.wake_next();
+            // With its group acknowledged and the next leader woken, the log moves to
+            // a new segment now if it is short of room, at the cost of this writer's
+            // call alone (other leaders use the other group logs meanwhile). A failure
+            // here is left to the next leader of this log, whose roll or append meets
+            // it again and reports it.
+            let _ = log.writer.ensure_room(room, class);
+            drop(log);
+        }
+    }
+
+    /// Wakes the oldest posted writer other than `me`, if the pipeline has room.
+    fn wake_other(&self, me: &Arc<Request>) {
+        if self.room() {
+            if let Some(r) = self.posted.lock().iter().find(|r| !Arc::ptr_eq(r, me)) {
+                r.thread.unpark();
+            }
         }
     }
 

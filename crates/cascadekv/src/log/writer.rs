@@ -409,17 +409,21 @@ impl LogWriter {
     /// `PoolFull` or `Io` from the allocation or the old segment's persist; nothing
     /// changes then.
     pub fn ensure_room(&mut self, room: u64, class: AllocClass) -> Result<()> {
-        if self.sealed {
-            return Ok(());
-        }
-        let short = self
-            .seg
-            .as_ref()
-            .is_none_or(|s| s.cap.saturating_sub(s.pos) < room);
-        if short {
+        if !self.has_room(room) {
             self.next_segment(room, class)?;
         }
         Ok(())
+    }
+
+    /// Whether an append of up to `room` bytes needs no new segment: the tail segment
+    /// has that much left, or the log is sealed (nothing more is appended to it).
+    #[must_use]
+    pub fn has_room(&self, room: u64) -> bool {
+        self.sealed
+            || self
+                .seg
+                .as_ref()
+                .is_some_and(|s| s.cap.saturating_sub(s.pos) >= room)
     }
 
     fn next_segment(&mut self, len: u64, class: AllocClass) -> Result<()> {
