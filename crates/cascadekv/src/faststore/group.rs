@@ -260,6 +260,7 @@ impl Group {
                     if self.withdraw(&req) {
                         return Err(e);
                     }
+                    std::thread::park_timeout(SAFETY_WAIT);
                     continue;
                 }
             }
