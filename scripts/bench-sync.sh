@@ -11,7 +11,10 @@
 #           `flushes/ack` are the device's completed write and flush requests during
 #           the command divided by the writes it acknowledged (YCSB: load records plus
 #           the workload's write share of its ops). Other processes writing to the same
-#           disk meanwhile count too: read them as upper bounds.
+#           disk meanwhile count too: read them as upper bounds. A flush counts in both
+#           columns (the kernel accounts the empty pre-flush write as a write too: one
+#           O_DIRECT 4 KiB write and an fdatasync per operation read 2.00 / 1.00), so
+#           one synced write alone, made durable by one write and one flush, is 2 / 1.
 #   server: `cascade serve --durability sync` (CASCADE_SERVE_ARGS adds arguments, e.g.
 #           "--sync-persisters 2"; with BEFORE_BIN, that binary's server too, as
 #           `cascade-before`) against `redis-server --appendonly yes --appendfsync
