@@ -39,6 +39,10 @@
 # CASCADE_ENV="CASCADE_LOG_PREWRITE=0"); CASCADE_ALT_ENV adds `cascade-alt` rows, the
 # same binary with those variables (e.g. CASCADE_ALT_ENV="CASCADE_JOURNAL=0": the
 # mapped log's msync fences), in the same rounds.
+# SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. 0 and 1) pin the servers and the
+# server rows' clients to separate CPUs, so that on a small host each server gets the
+# same CPU and the client never takes it (Redis is one thread; cascade's workers and
+# persisters then share that CPU too).
 # Usage: scripts/bench-sync.sh [quick] [engine|server|methods|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -126,24 +130,27 @@ wait_ready() { for _ in $(seq 1 300); do redis-cli -p "$PORT" ping >/dev/null 2>
 SPID=
 stop() { if [ -n "$SPID" ]; then redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || kill "$SPID" 2>/dev/null || true; wait "$SPID" 2>/dev/null || true; SPID=; fi; }
 trap stop EXIT
+SRV_PIN=() CLI_PIN=()
+if [ -n "${SERVER_CPUS:-}" ]; then SRV_PIN=(taskset -c "$SERVER_CPUS"); fi
+if [ -n "${CLIENT_CPUS:-}" ]; then CLI_PIN=(taskset -c "$CLIENT_CPUS"); fi
 start_server() { # cascade|cascade-alt|cascade-before|redis
   rm -rf "$DISK/srv"; mkdir -p "$DISK/srv"
   if [ "$1" = cascade ]; then
-    env ${CASCADE_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${SERVE_THREADS:-2}" --pool-size 2G \
+    "${SRV_PIN[@]}" env ${CASCADE_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${SERVE_THREADS:-2}" --pool-size 2G \
       ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
   elif [ "$1" = cascade-alt ]; then
-    env ${CASCADE_ALT_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${SERVE_THREADS:-2}" --pool-size 2G \
+    "${SRV_PIN[@]}" env ${CASCADE_ALT_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${SERVE_THREADS:-2}" --pool-size 2G \
       ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
   elif [ "$1" = cascade-buffered ]; then
-    "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability buffered --threads "${SERVE_THREADS:-2}" --pool-size 2G \
+    "${SRV_PIN[@]}" "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability buffered --threads "${SERVE_THREADS:-2}" --pool-size 2G \
       ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
   elif [ "$1" = redis-no-aof ]; then
-    redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DISK/srv" --appendonly no --save "" \
+    "${SRV_PIN[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DISK/srv" --appendonly no --save "" \
       --daemonize no --logfile "$DISK/redis.log" &
   elif [ "$1" = cascade-before ]; then
-    "$BEFORE_BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G >/dev/null 2>&1 &
+    "${SRV_PIN[@]}" "$BEFORE_BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads 2 --pool-size 2G >/dev/null 2>&1 &
   else
-    redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DISK/srv" --appendonly yes --appendfsync always --save "" \
+    "${SRV_PIN[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --dir "$DISK/srv" --appendonly yes --appendfsync always --save "" \
       --daemonize no --logfile "$DISK/redis.log" &
   fi
   SPID=$!; wait_ready
@@ -154,7 +161,7 @@ server_rows() { # label
   read -r w0 f0 < <(disk)
   # Not --csv: its columns stop at p99. The full report's "Latency by percentile
   # distribution" gives p99.9 as the first listed percentile at or above 99.9 %.
-  redis-benchmark -p "$PORT" -t set,incr,lpush -n "$n" -r 100000 -d 100 -P 1 -c 50 --precision 3 2>/dev/null |
+  "${CLI_PIN[@]}" redis-benchmark -p "$PORT" -t set,incr,lpush -n "$n" -r 100000 -d 100 -P 1 -c 50 --precision 3 2>/dev/null |
     tr '\r' '\n' | awk -v l="$1" '
       /^====== / { t = $2; p999 = "" }
       /^[0-9.]+% <= / && t != "" && p999 == "" { pc = $1; sub(/%/, "", pc); if (pc + 0 >= 99.9) p999 = $3 }
@@ -164,11 +171,11 @@ server_rows() { # label
   read -r w1 f1 < <(disk)
   echo "| $1 | (redis-benchmark: $((3 * n)) writes) | | | | | | $(awk -v a="$((w1 - w0))" -v b="$((f1 - f0))" -v n="$((3 * n))" 'BEGIN { printf "%.2f / %.2f", a / n, b / n }') |"
   local YCSB=target/tools/go-ycsb WL=target/tools/go-ycsb-workloads
-  "$YCSB" load redis -P "$WL/workloada" -p redis.addr=127.0.0.1:"$PORT" -p recordcount="$rec" \
+  "${CLI_PIN[@]}" "$YCSB" load redis -P "$WL/workloada" -p redis.addr=127.0.0.1:"$PORT" -p recordcount="$rec" \
     -p threadcount=16 >"$DISK/ycsb-load.txt" 2>&1
   for w in a b; do
     read -r w0 f0 < <(disk)
-    "$YCSB" run redis -P "$WL/workload$w" -p redis.addr=127.0.0.1:"$PORT" -p recordcount="$rec" \
+    "${CLI_PIN[@]}" "$YCSB" run redis -P "$WL/workload$w" -p redis.addr=127.0.0.1:"$PORT" -p recordcount="$rec" \
       -p operationcount="$ops" -p threadcount=16 >"$DISK/ycsb-$w.txt" 2>&1
     read -r w1 f1 < <(disk)
     local line wr
@@ -189,6 +196,7 @@ server() {
   echo "cascade serve --durability sync --threads ${SERVE_THREADS:-2} --pool-size 2G   |   redis-server --appendonly yes --appendfsync always --save ''"
   echo "redis-benchmark -t set,incr,lpush -n $((40000 / SCALE)) -r 100000 -d 100 -P 1 -c 50 --precision 3"
   echo "go-ycsb load redis (workloada, recordcount=$((20000 / SCALE)), 16 threads); run a, b (operationcount=$((40000 / SCALE)), 16 threads)"
+  if [ -n "${SERVER_CPUS:-}${CLIENT_CPUS:-}" ]; then echo "servers on CPUs ${SERVER_CPUS:-any}, clients on CPUs ${CLIENT_CPUS:-any} (taskset)"; fi
   echo '```'
   echo
   echo "| server | test | ops/s | p50 | p99 | p99.9 | max | dev writes / flushes per write |"

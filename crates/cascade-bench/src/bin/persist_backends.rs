@@ -17,7 +17,15 @@
 //!   commit*: the first thread to arrive persists with one `fdatasync` for everyone
 //!   who wrote before it started, the others wait for it (what horizontal batching
 //!   does for the whole engine);
-//! * `group-pwrite`   — the same group commit after a `pwrite` of the record.
+//! * `group-pwrite`   — the same group commit after a `pwrite` of the record;
+//! * `odirect-fdatasync` — the block through `O_DIRECT` alone, then `fdatasync`: what
+//!   the sync journal (`pmem/journal`) does for one writer;
+//! * `group-odirect`  — the block through `O_DIRECT`, then the group commit (the
+//!   journal's shared flushes, one at a time);
+//! * `uring-linked`   — `io_uring` (issue #30 item 1 asks whether it beats threads):
+//!   the `O_DIRECT` block write and an `fdatasync` linked (`IOSQE_IO_LINK`) in one
+//!   submission per record, one ring per thread;
+//! * `uring-split`    — the same two operations through the ring, each waited for.
 //!
 //! Usage: `persist_backends [--dir DIR] [--threads 1,2,8,32] [--ops N] [--size B]
 //! [--modes a,b] [--prealloc written|fallocate]`; prints one Markdown row per mode and
@@ -205,6 +213,51 @@ impl Group {
     }
 }
 
+/// One block write and one `fdatasync` through `ring`: linked in one submission, or
+/// submitted and waited for one after the other.
+fn uring_write_sync(
+    ring: &mut io_uring::IoUring,
+    f: &File,
+    buf: &[u8],
+    off: u64,
+    linked: bool,
+) -> std::io::Result<()> {
+    use io_uring::{opcode, squeue, types};
+    let fd = types::Fd(f.as_raw_fd());
+    let len = u32::try_from(buf.len()).map_err(std::io::Error::other)?;
+    let write = opcode::Write::new(fd, buf.as_ptr(), len)
+        .offset(off)
+        .build();
+    let sync = opcode::Fsync::new(fd)
+        .flags(types::FsyncFlags::DATASYNC)
+        .build();
+    let steps: Vec<Vec<squeue::Entry>> = if linked {
+        vec![vec![write.flags(squeue::Flags::IO_LINK), sync]]
+    } else {
+        vec![vec![write], vec![sync]]
+    };
+    for entries in steps {
+        for e in &entries {
+            // SAFETY: `buf` outlives the operation: this function waits below for every
+            // entry it pushed to complete before it returns.
+            unsafe { ring.submission().push(e) }
+                .map_err(|_| std::io::Error::other("submission queue full"))?;
+        }
+        ring.submit_and_wait(entries.len())?;
+        let mut seen = 0;
+        for c in ring.completion() {
+            seen += 1;
+            if c.result() < 0 {
+                return Err(std::io::Error::from_raw_os_error(-c.result()));
+            }
+        }
+        if seen != entries.len() {
+            return Err(std::io::Error::other("missing completions"));
+        }
+    }
+    Ok(())
+}
+
 /// Allocates the file's blocks up front: written with zeros, or only allocated.
 fn allocate(f: &File, len: u64, how: &str) -> Result<(), String> {
     if how == "fallocate" {
@@ -224,6 +277,130 @@ fn allocate(f: &File, len: u64, how: &str) -> Result<(), String> {
     }
 }
 
+/// The file, opened once per way of writing it, and the group commit they share.
+struct Files {
+    /// Plain descriptor (page cache).
+    plain: File,
+    /// `O_DSYNC`.
+    dsync: File,
+    /// `O_DIRECT | O_DSYNC`.
+    direct_dsync: File,
+    /// `O_DIRECT` alone.
+    direct: File,
+    group: Group,
+}
+
+impl Files {
+    fn open(path: &Path, prealloc: &str, len: u64) -> Result<Files, String> {
+        let plain = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        plain.set_len(len).map_err(|e| e.to_string())?;
+        allocate(&plain, len, prealloc)?;
+        plain.sync_all().map_err(|e| e.to_string())?;
+        let with = |flags: i32| {
+            OpenOptions::new()
+                .write(true)
+                .custom_flags(flags)
+                .open(path)
+                .map_err(|e| e.to_string())
+        };
+        Ok(Files {
+            dsync: with(libc::O_DSYNC)?,
+            direct_dsync: with(libc::O_DIRECT | libc::O_DSYNC)?,
+            direct: with(libc::O_DIRECT)?,
+            plain,
+            group: Group::default(),
+        })
+    }
+}
+
+/// What one thread of a run owns: its record, its aligned block and its ring.
+struct Writer {
+    rec: Vec<u8>,
+    /// Holds a 4 KiB-aligned page at `shift` (for `O_DIRECT`).
+    block: Vec<u8>,
+    shift: usize,
+    ring: Option<io_uring::IoUring>,
+}
+
+impl Writer {
+    fn new(mode: &str, size: usize) -> Result<Writer, String> {
+        let block = vec![0u8; 2 * PAGE];
+        let shift = block.as_ptr().align_offset(PAGE);
+        let ring = if mode.starts_with("uring") {
+            Some(io_uring::IoUring::new(4).map_err(|e| format!("io_uring_setup: {e}"))?)
+        } else {
+            None
+        };
+        Ok(Writer {
+            rec: vec![0xA5u8; size],
+            block,
+            shift,
+            ring,
+        })
+    }
+
+    /// Writes the record at `off` and makes it durable the way `mode` says.
+    fn persist(&mut self, mode: &str, map: &Map, files: &Files, off: usize) -> std::io::Result<()> {
+        let (rec, size, f) = (&self.rec, self.rec.len(), &files.plain);
+        let page = off / PAGE * PAGE;
+        if mode.contains("direct") || mode.starts_with("uring") {
+            let buf = &mut self.block[self.shift..self.shift + PAGE];
+            let at = off - page;
+            let n = size.min(PAGE - at);
+            buf[at..at + n].copy_from_slice(&rec[..n]);
+        }
+        let buf = &self.block[self.shift..self.shift + PAGE];
+        match mode {
+            "msync" => {
+                map.write(off, rec);
+                map.msync(off, size)
+            }
+            "mmap-fdatasync" => {
+                map.write(off, rec);
+                f.sync_data()
+            }
+            "pwrite-fdatasync" => f.write_all_at(rec, off as u64).and_then(|()| f.sync_data()),
+            "pwrite-msync" => f
+                .write_all_at(rec, off as u64)
+                .and_then(|()| map.msync(off, size)),
+            "pwrite-dsync" => files.dsync.write_all_at(rec, off as u64),
+            "odirect" => files.direct_dsync.write_all_at(buf, page as u64),
+            "odirect-fdatasync" => files
+                .direct
+                .write_all_at(buf, page as u64)
+                .and_then(|()| files.direct.sync_data()),
+            "group-odirect" => files
+                .direct
+                .write_all_at(buf, page as u64)
+                .and_then(|()| files.group.commit(&files.direct)),
+            "uring-linked" | "uring-split" => match self.ring.as_mut() {
+                Some(ring) => uring_write_sync(
+                    ring,
+                    &files.direct,
+                    buf,
+                    page as u64,
+                    mode == "uring-linked",
+                ),
+                None => Err(std::io::Error::other("no ring")),
+            },
+            "group-fdatasync" => {
+                map.write(off, rec);
+                files.group.commit(f)
+            }
+            "group-pwrite" => f
+                .write_all_at(rec, off as u64)
+                .and_then(|()| files.group.commit(f)),
+            other => Err(std::io::Error::other(format!("unknown mode {other}"))),
+        }
+    }
+}
+
 fn run(
     dir: &Path,
     mode: &str,
@@ -235,28 +412,8 @@ fn run(
     let path = dir.join("persist.dat");
     let _ = std::fs::remove_file(&path);
     let len = REGION * threads as u64;
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    f.set_len(len).map_err(|e| e.to_string())?;
-    allocate(&f, len, prealloc)?;
-    f.sync_all().map_err(|e| e.to_string())?;
-    let map = Arc::new(Map::new(&f, len as usize)?);
-    let dsync = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DSYNC)
-        .open(&path)
-        .map_err(|e| e.to_string())?;
-    let direct = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_DIRECT | libc::O_DSYNC)
-        .open(&path)
-        .map_err(|e| e.to_string())?;
-    let files = Arc::new((f, dsync, direct, Group::default()));
+    let files = Arc::new(Files::open(&path, prealloc, len)?);
+    let map = Arc::new(Map::new(&files.plain, len as usize)?);
     let barrier = Arc::new(Barrier::new(threads + 1));
     let mut handles = Vec::new();
     for t in 0..threads {
@@ -264,50 +421,14 @@ fn run(
         let mode = mode.to_string();
         handles.push(std::thread::spawn(move || -> Result<Vec<u64>, String> {
             let base = t * REGION as usize;
-            let rec = vec![0xA5u8; size];
-            // A 4 KiB-aligned buffer for O_DIRECT.
-            let mut block = vec![0u8; 2 * PAGE];
-            let shift = block.as_ptr().align_offset(PAGE);
+            let mut w = Writer::new(&mode, size)?;
             let mut lat = Vec::with_capacity(ops);
             barrier.wait();
             for i in 0..ops {
                 let off = base + (i * size) % (REGION as usize - size);
                 let t0 = Instant::now();
-                let (f, ds, dio, group) = (&files.0, &files.1, &files.2, &files.3);
-                let r = match mode.as_str() {
-                    "msync" => {
-                        map.write(off, &rec);
-                        map.msync(off, size)
-                    }
-                    "mmap-fdatasync" => {
-                        map.write(off, &rec);
-                        f.sync_data()
-                    }
-                    "pwrite-fdatasync" => f
-                        .write_all_at(&rec, off as u64)
-                        .and_then(|()| f.sync_data()),
-                    "pwrite-msync" => f
-                        .write_all_at(&rec, off as u64)
-                        .and_then(|()| map.msync(off, size)),
-                    "pwrite-dsync" => ds.write_all_at(&rec, off as u64),
-                    "odirect" => {
-                        let page = off / PAGE * PAGE;
-                        let buf = &mut block[shift..shift + PAGE];
-                        let at = off - page;
-                        let n = size.min(PAGE - at);
-                        buf[at..at + n].copy_from_slice(&rec[..n]);
-                        dio.write_all_at(buf, page as u64)
-                    }
-                    "group-fdatasync" => {
-                        map.write(off, &rec);
-                        group.commit(f)
-                    }
-                    "group-pwrite" => f
-                        .write_all_at(&rec, off as u64)
-                        .and_then(|()| group.commit(f)),
-                    other => return Err(format!("unknown mode {other}")),
-                };
-                r.map_err(|e| format!("{mode}: {e}"))?;
+                w.persist(&mode, &map, &files, off)
+                    .map_err(|e| format!("{mode}: {e}"))?;
                 lat.push(t0.elapsed().as_nanos() as u64);
             }
             Ok(lat)
