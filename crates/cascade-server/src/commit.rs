@@ -192,6 +192,11 @@ impl Commit {
         }
     }
 
+    /// Moving average of a persist's duration, µs (0: none measured yet).
+    pub(crate) fn recent_persist_us(&self) -> u64 {
+        self.state.lock().persist_us
+    }
+
     /// Persists run so far, and how many of them a worker ran itself (INFO).
     pub(crate) fn persists(&self) -> (u64, u64) {
         let g = self.state.lock();

@@ -327,6 +327,22 @@ pub(crate) fn collect(shared: &Shared) -> Vec<Metric> {
         "Rounds of keyed reads that waited for a running persist, asking for none.",
         m.sum(|w| &w.reads_no_ticket),
     );
+    l.both(
+        s,
+        "cascade_sync_delays",
+        "cascade_sync_delays_total",
+        Counter,
+        "Commit delays: a worker waited for writers on their way before asking for a persist.",
+        m.sum(|w| &w.sync_delays),
+    );
+    l.both(
+        s,
+        "cascade_sync_delays_expired",
+        "cascade_sync_delays_expired_total",
+        Counter,
+        "Commit delays that ended at their deadline.",
+        m.sum(|w| &w.sync_delays_expired),
+    );
     l.info(
         s,
         "cascade_previous_shutdown_clean",

@@ -58,6 +58,7 @@ mod http;
 mod inbuf;
 mod info;
 mod keyspace;
+mod linger;
 mod metrics;
 mod notify;
 mod pubsub;

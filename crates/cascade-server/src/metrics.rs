@@ -49,6 +49,10 @@ pub(crate) struct WorkerStats {
     /// Connections whose round of keyed reads waited for a persist already running,
     /// without a ticket of their own.
     pub(crate) reads_no_ticket: AtomicU64,
+    /// Commit delays begun (`linger.rs`), and of those, ones that ended at their
+    /// deadline.
+    pub(crate) sync_delays: AtomicU64,
+    pub(crate) sync_delays_expired: AtomicU64,
     /// Protocol errors (connection closed).
     pub(crate) protocol_errors: AtomicU64,
 }
@@ -64,6 +68,8 @@ impl WorkerStats {
             group_commits: AtomicU64::new(0),
             reads_unheld: AtomicU64::new(0),
             reads_no_ticket: AtomicU64::new(0),
+            sync_delays: AtomicU64::new(0),
+            sync_delays_expired: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
         }
     }

@@ -40,6 +40,7 @@ use parking_lot::Mutex;
 use crate::clients::Live;
 use crate::cmd::{dispatch, Client, Commands, Ctx, ReplyMode};
 use crate::inbuf::InBuf;
+use crate::linger::{Decision, Linger};
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
 use crate::pubsub::Mailbox;
@@ -54,6 +55,9 @@ pub(crate) const OUT_HIGH: usize = 4 << 20;
 pub(crate) const READ_BUDGET: usize = 1 << 20;
 const READ_CHUNK: usize = 16 << 10;
 const WAKE: Token = Token(0);
+/// A worker with more connections than this never delays a commit (`linger.rs`):
+/// counting the writers on their way would cost more than it saves.
+const COMING_SCAN_MAX: usize = 512;
 /// What a client that has not authenticated may send (Redis's limits): 10 arguments of
 /// 16 KiB at most.
 const UNAUTHED: Limits = Limits {
@@ -95,9 +99,11 @@ struct Conn {
     dead: bool,
     /// Executed a write command in the current round.
     wrote: bool,
-    /// Its replies are held for a group-commit ticket (`commit.rs`); it is not served
-    /// until they are sent.
+    /// Its replies are held for a group-commit ticket (`commit.rs`), or kept back
+    /// before one is asked for (`linger.rs`); it is not served until they are sent.
     awaiting: bool,
+    /// Its last served round wrote (a writer that may join a commit delay).
+    writer: bool,
     /// This round: `Some(need)` while everything it ran was a keyed read that could
     /// see writes numbered up to `need` (`visible.rs`), `None` once anything else ran
     /// or was delivered to it.
@@ -156,6 +162,8 @@ pub(crate) struct Worker {
     lane: usize,
     /// Rounds whose replies wait for a persist (`commit.rs`), oldest first.
     held: Vec<Held>,
+    /// Connections kept back before their ticket is asked for (`linger.rs`).
+    linger: Linger,
 }
 
 /// A round's connections whose replies wait for a persist.
@@ -201,6 +209,7 @@ impl Worker {
             is_write,
             lane,
             held: Vec::new(),
+            linger: Linger::default(),
         })
     }
 
@@ -245,6 +254,10 @@ impl Worker {
                         timeout = timeout.min(d.saturating_duration_since(now));
                     }
                 }
+            }
+            // A commit delay ends by its deadline even if nothing arrives.
+            if let Some(d) = self.linger.deadline() {
+                timeout = timeout.min(d.saturating_duration_since(Instant::now()));
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() != ErrorKind::Interrupted {
@@ -347,6 +360,7 @@ impl Worker {
                     dead: false,
                     wrote: false,
                     awaiting: false,
+                    writer: false,
                     reads: None,
                     backlog: false,
                     parked: None,
@@ -416,6 +430,7 @@ impl Worker {
         let mut any_write = false;
         let shared_log = self.shared.fixed.sync;
         let gather = read && self.gathers();
+        let round_start = Instant::now();
         if shared_log && !gather {
             self.shared.gate.round_begins(self.lane);
         }
@@ -444,14 +459,7 @@ impl Worker {
                 c.reads = None;
                 retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
             }
-            // A script's reply came back from the script thread: it goes out in order.
-            if let Some(r) = c.client.script.as_ref().and_then(|s| s.take()) {
-                self.shared.metrics.count_error(&r);
-                c.out.buf.extend_from_slice(&r);
-                c.client.script = None;
-                c.reads = None;
-                more = true;
-            }
+            more |= take_script_reply(c, &self.shared);
             let env = Env {
                 shared: &self.shared,
                 commands: &self.commands,
@@ -474,6 +482,7 @@ impl Worker {
             check_query_buffer(c, &self.shared);
             fit_input(c);
             any_write |= c.wrote;
+            note_writer(c, round_start);
             if more {
                 again.push(*t);
             }
@@ -556,6 +565,8 @@ impl Worker {
             return done;
         }
         let mut all: Vec<Token> = self.held.drain(..).flat_map(|h| h.tokens).collect();
+        // Connections kept for a commit delay are made durable with this round.
+        all.append(&mut self.linger.take().0);
         all.extend_from_slice(tokens);
         for tok in &all {
             if let Some(c) = self.conns.get_mut(tok) {
@@ -604,22 +615,68 @@ impl Worker {
         self.stats
             .reads_no_ticket
             .fetch_add(reads.len() as u64, Ordering::Relaxed);
-        if !ticketed.is_empty() {
-            if any_write {
-                self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+        if !ticketed.is_empty() || self.linger.active() {
+            // Kept back while writers on their way may join the persist (`linger.rs`);
+            // a kept connection is not served, as a held one.
+            for tok in &ticketed {
+                if let Some(c) = self.conns.get_mut(tok) {
+                    c.awaiting = true;
+                }
             }
-            // A worker bound to the shared log persists it itself when that is cheaper
-            // than a hand-off (`Commit::ask_inline`).
-            let shared = &self.shared;
-            let ticket = shared.commit.ask_inline(shared.store.seqs(), || {
-                crate::server::persist_shared_log(shared)
-            });
-            self.hold(ticket, 0, ticketed);
+            self.linger.add(&mut ticketed, any_write);
+            let persist_us = self.shared.commit.recent_persist_us();
+            let now = Instant::now();
+            let coming = self.writers_coming(now, persist_us);
+            let decision = self.linger.keep(now, persist_us, coming);
+            match decision {
+                Decision::Begin => {
+                    self.stats.sync_delays.fetch_add(1, Ordering::Relaxed);
+                }
+                Decision::Expired => {
+                    self.stats
+                        .sync_delays_expired
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Decision::Keep | Decision::Ask => {}
+            }
+            if !decision.kept() {
+                let (kept, wrote) = self.linger.take();
+                if wrote {
+                    self.stats.group_commits.fetch_add(1, Ordering::Relaxed);
+                }
+                // A worker bound to the shared log persists it itself when that is
+                // cheaper than a hand-off (`Commit::ask_inline`).
+                let shared = &self.shared;
+                let ticket = shared.commit.ask_inline(shared.store.seqs(), || {
+                    crate::server::persist_shared_log(shared)
+                });
+                self.hold(ticket, 0, kept);
+            }
         }
         if !reads.is_empty() {
             self.hold(0, seq, reads);
         }
         now
+    }
+
+    /// Writers on their way (`linger.rs`): connections whose last round wrote, active
+    /// within a few persists, not waiting for a reply. Counted only on a worker with
+    /// few connections (many connections make large groups without a delay).
+    fn writers_coming(&self, now: Instant, persist_us: u64) -> usize {
+        if self.conns.len() > COMING_SCAN_MAX {
+            return 0;
+        }
+        let window = Linger::window(persist_us);
+        self.conns
+            .values()
+            .filter(|c| {
+                c.writer
+                    && !c.awaiting
+                    && !c.dead
+                    && c.parked.is_none()
+                    && now.saturating_duration_since(c.last_active) < window
+            })
+            .count()
     }
 
     /// Holds `tokens`' replies until ticket `ticket` (or, without one, the write
@@ -823,6 +880,28 @@ fn check_query_buffer(c: &mut Conn, shared: &Shared) {
 }
 
 /// A configured size as `usize` (saturating on 32-bit targets).
+/// A script's reply came back from the script thread: it goes out in order. Returns
+/// whether one did.
+fn take_script_reply(c: &mut Conn, shared: &Shared) -> bool {
+    let Some(r) = c.client.script.as_ref().and_then(|s| s.take()) else {
+        return false;
+    };
+    shared.metrics.count_error(&r);
+    c.out.buf.extend_from_slice(&r);
+    c.client.script = None;
+    c.reads = None;
+    true
+}
+
+/// Sets `c.writer` after a round (`linger.rs`): whether it wrote. A round that read
+/// nothing new (served again after its replies went out) leaves the flag as its last
+/// round with input set it.
+fn note_writer(c: &mut Conn, round_start: Instant) {
+    if c.wrote || c.last_active >= round_start {
+        c.writer = c.wrote;
+    }
+}
+
 fn to_usize(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }

@@ -1,0 +1,200 @@
+//! Commit delay under `--durability sync` (issue #30 item 2): a worker whose round
+//! needs a persist may wait a little before asking for it, so that the clients about
+//! to send their next write join the same persist.
+//!
+//! Why: with a closed loop of clients (each waits for its reply before it sends
+//! again) and a device flush that costs more than a round, the clients split into
+//! cohorts that take turns — the clients answered at the end of one persist send
+//! their next request while the worker is already persisting the few that arrived
+//! first, so each persist carries only part of the clients. Measured with go-ycsb A
+//! (16 threads) on this host's disk, a persist carried 4 writes where the 16 clients
+//! could have offered 8 (docs/benchmarks.md, session 17); Redis's AOF with `appendfsync
+//! always` has the same split (its `fsync` runs at the end of each event-loop turn).
+//! FlatStore §3.3 batches the requests *that arrive while the previous batch is being
+//! persisted*; this widens that window by a bounded wait when more writers are known
+//! to be on their way, as Postgres's `commit_delay` does when `commit_siblings`
+//! transactions are active.
+//!
+//! Rule ([`Linger::keep`]): a worker keeps its round's ticketed connections
+//! (replies held, not served meanwhile) and goes on serving, without asking for a
+//! ticket, while all of these hold: a persist has been measured; the first of them
+//! was kept less than half a recent persist's duration ago, and less than the cap
+//! (`CASCADE_SYNC_LINGER_US`, default [`DEFAULT_CAP_US`]; 0 turns the delay off); and
+//! the connections of this worker that wrote in their last round, were active within
+//! a few persists and are not waiting for a reply (the writers on their way) are at
+//! least half as many as those kept, and at least one. A lone writer, or a writer
+//! beside readers only, never waits.
+//!
+//! Invariants: a kept connection is marked `awaiting` (not served, exactly like a
+//! held one) and ends up in a held round with a ticket asked for *after* every write
+//! it made, so design.md §10's rule is unchanged — delaying the ask only delays the
+//! replies. The worker's poll timeout never passes [`Linger::deadline`], so a kept
+//! connection waits at most the cap plus one round. Only its worker touches a
+//! `Linger` (no lock).
+
+use std::time::{Duration, Instant};
+
+use mio::Token;
+
+/// Default cap of one commit delay, µs.
+pub(crate) const DEFAULT_CAP_US: u64 = 200;
+
+/// The cap in force (`CASCADE_SYNC_LINGER_US`, read once; 0 turns the delay off).
+fn cap_us() -> u64 {
+    static CAP: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::env::var("CASCADE_SYNC_LINGER_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_CAP_US)
+    })
+}
+
+/// Connections kept back from asking for a ticket, and since when.
+#[derive(Debug, Default)]
+pub(crate) struct Linger {
+    tokens: Vec<Token>,
+    any_write: bool,
+    since: Option<Instant>,
+    /// How long the current delay may last (fixed when it begins).
+    limit: Duration,
+}
+
+/// What [`Linger::keep`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// A delay begins: keep the connections.
+    Begin,
+    /// The delay goes on.
+    Keep,
+    /// Ask for the ticket now (no delay, or the rest would add little).
+    Ask,
+    /// Ask for the ticket now: the delay reached its deadline.
+    Expired,
+}
+
+impl Decision {
+    /// Whether the connections stay kept.
+    pub(crate) fn kept(self) -> bool {
+        matches!(self, Decision::Begin | Decision::Keep)
+    }
+}
+
+impl Linger {
+    /// Whether connections are kept.
+    pub(crate) fn active(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// When the current delay ends at the latest (`None`: no delay).
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.since.map(|s| s + self.limit)
+    }
+
+    /// How recently a connection must have been active to count as a writer on its
+    /// way, for persists of `persist_us`.
+    pub(crate) fn window(persist_us: u64) -> Duration {
+        Duration::from_micros(persist_us.saturating_mul(4).clamp(500, 20_000))
+    }
+
+    /// Adds a round's connections that need a ticket.
+    pub(crate) fn add(&mut self, tokens: &mut Vec<Token>, any_write: bool) {
+        self.tokens.append(tokens);
+        self.any_write |= any_write;
+    }
+
+    /// Whether to keep the connections added so far (module docs' rule), `coming`
+    /// being the writers on their way and `persist_us` the recent persist duration.
+    pub(crate) fn keep(&mut self, now: Instant, persist_us: u64, coming: usize) -> Decision {
+        self.keep_with(now, persist_us, coming, cap_us())
+    }
+
+    fn keep_with(&mut self, now: Instant, persist_us: u64, coming: usize, cap: u64) -> Decision {
+        if self.tokens.is_empty() || cap == 0 || persist_us == 0 {
+            return Decision::Ask;
+        }
+        let worth = coming > 0 && coming * 2 >= self.tokens.len();
+        match self.since {
+            Some(s) if now.duration_since(s) >= self.limit => Decision::Expired,
+            Some(_) if worth => Decision::Keep,
+            None if worth => {
+                self.since = Some(now);
+                self.limit = Duration::from_micros((persist_us / 2).min(cap));
+                Decision::Begin
+            }
+            _ => Decision::Ask,
+        }
+    }
+
+    /// Ends the delay: the kept connections, and whether any of them wrote.
+    pub(crate) fn take(&mut self) -> (Vec<Token>, bool) {
+        self.since = None;
+        let any = std::mem::take(&mut self.any_write);
+        (std::mem::take(&mut self.tokens), any)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(n: usize) -> Vec<Token> {
+        (0..n).map(Token).collect()
+    }
+
+    #[test]
+    fn waits_only_for_enough_writers_and_never_past_the_limit() {
+        let t0 = Instant::now();
+        let mut l = Linger::default();
+        // Nothing kept, no measured persist, or no cap: no delay.
+        assert_eq!(l.keep_with(t0, 300, 8, 200), Decision::Ask);
+        l.add(&mut toks(8), true);
+        assert_eq!(l.keep_with(t0, 0, 8, 200), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 300, 8, 0), Decision::Ask);
+        // Fewer writers on their way than half of those kept: no delay.
+        assert_eq!(l.keep_with(t0, 300, 3, 200), Decision::Ask);
+        assert!(!l.active());
+        // Enough: the delay begins, limited to half a persist (150 µs < cap 200).
+        assert_eq!(l.keep_with(t0, 300, 4, 200), Decision::Begin);
+        assert_eq!(l.deadline(), Some(t0 + Duration::from_micros(150)));
+        // More arrive (12 kept); 6 more on their way is still worth it, before the
+        // deadline.
+        l.add(&mut toks(4), true);
+        let d = l.keep_with(t0 + Duration::from_micros(100), 300, 6, 200);
+        assert!(d.kept());
+        assert_eq!(d, Decision::Keep);
+        // At the deadline it ends whatever is on its way.
+        let d = l.keep_with(t0 + Duration::from_micros(150), 300, 100, 200);
+        assert_eq!(d, Decision::Expired);
+        assert!(!d.kept());
+        let (kept, wrote) = l.take();
+        assert_eq!(kept.len(), 12);
+        assert!(wrote);
+        assert!(!l.active());
+        assert_eq!(l.deadline(), None);
+    }
+
+    #[test]
+    fn ends_early_once_the_rest_would_add_little() {
+        let t0 = Instant::now();
+        let mut l = Linger::default();
+        l.add(&mut toks(6), false);
+        assert_eq!(l.keep_with(t0, 10_000, 6, 200), Decision::Begin);
+        // The cap bounds a slow device's half persist.
+        assert_eq!(l.deadline(), Some(t0 + Duration::from_micros(200)));
+        l.add(&mut toks(5), false);
+        // 11 kept, 1 more on its way: not worth waiting for.
+        let d = l.keep_with(t0 + Duration::from_micros(20), 10_000, 1, 200);
+        assert_eq!(d, Decision::Ask);
+        let (kept, wrote) = l.take();
+        assert_eq!(kept.len(), 11);
+        assert!(!wrote);
+    }
+
+    #[test]
+    fn window_scales_with_the_persist() {
+        assert_eq!(Linger::window(10), Duration::from_micros(500));
+        assert_eq!(Linger::window(1_000), Duration::from_millis(4));
+        assert_eq!(Linger::window(1_000_000), Duration::from_millis(20));
+    }
+}
