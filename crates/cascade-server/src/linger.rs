@@ -7,9 +7,10 @@
 //! cohorts that take turns — the clients answered at the end of one persist send
 //! their next request while the worker is already persisting the few that arrived
 //! first, so each persist carries only part of the clients. Measured with go-ycsb A
-//! (16 threads) on this host's disk, a persist carried 4 writes where the 16 clients
-//! could have offered 8 (docs/benchmarks.md, session 17); Redis's AOF with `appendfsync
-//! always` has the same split (its `fsync` runs at the end of each event-loop turn).
+//! (16 threads, half writes) on this host's disk, a persist carried 2.2 writes where
+//! the clients offer up to 8 (docs/benchmarks.md, session 17); Redis's AOF with
+//! `appendfsync always` splits too (its `fsync` ends each event-loop turn) and
+//! carried 4; with the delay a persist carries 3.7.
 //! FlatStore §3.3 batches the requests *that arrive while the previous batch is being
 //! persisted*; this widens that window by a bounded wait when more writers are known
 //! to be on their way, as Postgres's `commit_delay` does when `commit_siblings`
@@ -17,13 +18,18 @@
 //!
 //! Rule ([`Linger::keep`]): a worker keeps its round's ticketed connections
 //! (replies held, not served meanwhile) and goes on serving, without asking for a
-//! ticket, while all of these hold: a persist has been measured; the first of them
+//! ticket, while all of these hold: fewer than [`BEGIN_BELOW`] were kept when the
+//! delay began; a persist has been measured; the first of them
 //! was kept less than half a recent persist's duration ago, and less than the cap
 //! (`CASCADE_SYNC_LINGER_US`, default [`DEFAULT_CAP_US`]; 0 turns the delay off); and
 //! the connections of this worker that wrote in their last round, were active within
 //! a few persists and are not waiting for a reply (the writers on their way) are at
 //! least half as many as those kept, and at least one. A lone writer, or a writer
-//! beside readers only, never waits.
+//! beside readers only, never waits. And delays must pay: while recent ones ended
+//! with less than 1.5× the connections they began with (a moving average), only one
+//! chance in [`PROBE_EVERY`] begins one — with many clients on a CPU-bound host the
+//! writers "on their way" were not coming within the delay, and delays that gathered
+//! nothing cost 10–20 % of redis-benchmark's throughput (session 17).
 //!
 //! Invariants: a kept connection is marked `awaiting` (not served, exactly like a
 //! held one) and ends up in a held round with a ticket asked for *after* every write
@@ -35,6 +41,12 @@
 use std::time::{Duration, Instant};
 
 use mio::Token;
+
+/// A delay begins only while fewer connections than this are kept: a persist that
+/// already carries this many writes has spread its flush thin, and with many clients
+/// the CPU, not the flush, bounds the server — there a delay measured 10–20 % slower
+/// (redis-benchmark, 50 clients, docs/benchmarks.md session 17).
+pub(crate) const BEGIN_BELOW: usize = 8;
 
 /// Default cap of one commit delay, µs.
 pub(crate) const DEFAULT_CAP_US: u64 = 200;
@@ -58,7 +70,19 @@ pub(crate) struct Linger {
     since: Option<Instant>,
     /// How long the current delay may last (fixed when it begins).
     limit: Duration,
+    /// Kept when the current delay began.
+    began_with: usize,
+    /// Moving average of what delays gathered — kept at their end ÷ kept at their
+    /// beginning, in 16ths (`None`: no delay has ended yet).
+    gain: Option<u32>,
+    /// Chances to begin a delay passed up because recent ones gathered too little.
+    passed: u32,
 }
+
+/// Delays must gather at least this much on average (16ths: 1.5×) to go on beginning.
+const MIN_GAIN: u32 = 24;
+/// While they do not, one chance in this many still begins one (to notice a change).
+const PROBE_EVERY: u32 = 16;
 
 /// What [`Linger::keep`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,11 +138,18 @@ impl Linger {
             return Decision::Ask;
         }
         let worth = coming > 0 && coming * 2 >= self.tokens.len();
+        if self.since.is_none() && worth && self.gain.is_some_and(|g| g < MIN_GAIN) {
+            self.passed = self.passed.wrapping_add(1);
+            if !self.passed.is_multiple_of(PROBE_EVERY) {
+                return Decision::Ask;
+            }
+        }
         match self.since {
             Some(s) if now.duration_since(s) >= self.limit => Decision::Expired,
             Some(_) if worth => Decision::Keep,
-            None if worth => {
+            None if worth && self.tokens.len() < BEGIN_BELOW => {
                 self.since = Some(now);
+                self.began_with = self.tokens.len();
                 self.limit = Duration::from_micros((persist_us / 2).min(cap));
                 Decision::Begin
             }
@@ -128,7 +159,12 @@ impl Linger {
 
     /// Ends the delay: the kept connections, and whether any of them wrote.
     pub(crate) fn take(&mut self) -> (Vec<Token>, bool) {
-        self.since = None;
+        if self.since.take().is_some() {
+            let got = u32::try_from(self.tokens.len() * 16 / self.began_with.max(1))
+                .unwrap_or(u32::MAX)
+                .min(64);
+            self.gain = Some(self.gain.map_or(got, |g| (g * 7 + got) / 8));
+        }
         let any = std::mem::take(&mut self.any_write);
         (std::mem::take(&mut self.tokens), any)
     }
@@ -148,19 +184,19 @@ mod tests {
         let mut l = Linger::default();
         // Nothing kept, no measured persist, or no cap: no delay.
         assert_eq!(l.keep_with(t0, 300, 8, 200), Decision::Ask);
-        l.add(&mut toks(8), true);
+        l.add(&mut toks(6), true);
         assert_eq!(l.keep_with(t0, 0, 8, 200), Decision::Ask);
         assert_eq!(l.keep_with(t0, 300, 8, 0), Decision::Ask);
         // Fewer writers on their way than half of those kept: no delay.
-        assert_eq!(l.keep_with(t0, 300, 3, 200), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 300, 2, 200), Decision::Ask);
         assert!(!l.active());
         // Enough: the delay begins, limited to half a persist (150 µs < cap 200).
-        assert_eq!(l.keep_with(t0, 300, 4, 200), Decision::Begin);
+        assert_eq!(l.keep_with(t0, 300, 3, 200), Decision::Begin);
         assert_eq!(l.deadline(), Some(t0 + Duration::from_micros(150)));
-        // More arrive (12 kept); 6 more on their way is still worth it, before the
+        // More arrive (10 kept); 5 more on their way is still worth it, before the
         // deadline.
         l.add(&mut toks(4), true);
-        let d = l.keep_with(t0 + Duration::from_micros(100), 300, 6, 200);
+        let d = l.keep_with(t0 + Duration::from_micros(100), 300, 5, 200);
         assert!(d.kept());
         assert_eq!(d, Decision::Keep);
         // At the deadline it ends whatever is on its way.
@@ -168,7 +204,7 @@ mod tests {
         assert_eq!(d, Decision::Expired);
         assert!(!d.kept());
         let (kept, wrote) = l.take();
-        assert_eq!(kept.len(), 12);
+        assert_eq!(kept.len(), 10);
         assert!(wrote);
         assert!(!l.active());
         assert_eq!(l.deadline(), None);
@@ -189,6 +225,46 @@ mod tests {
         let (kept, wrote) = l.take();
         assert_eq!(kept.len(), 11);
         assert!(!wrote);
+    }
+
+    #[test]
+    fn a_large_group_does_not_wait() {
+        let t0 = Instant::now();
+        let mut l = Linger::default();
+        l.add(&mut toks(BEGIN_BELOW), true);
+        assert_eq!(l.keep_with(t0, 300, 50, 200), Decision::Ask);
+        assert!(!l.active());
+        assert_eq!(l.take().0.len(), BEGIN_BELOW);
+        l.add(&mut toks(BEGIN_BELOW - 1), true);
+        assert_eq!(l.keep_with(t0, 300, 50, 200), Decision::Begin);
+        // Once begun, a delay may gather past the bound.
+        l.add(&mut toks(BEGIN_BELOW), true);
+        assert_eq!(l.keep_with(t0, 300, 50, 200), Decision::Keep);
+    }
+
+    #[test]
+    fn delays_that_gather_nothing_stop_beginning() {
+        let t0 = Instant::now();
+        let mut l = Linger::default();
+        // A delay that ends with what it began with.
+        l.add(&mut toks(2), true);
+        assert_eq!(l.keep_with(t0, 300, 4, 200), Decision::Begin);
+        assert_eq!(l.take().0.len(), 2);
+        let mut begun = 0;
+        for _ in 0..(2 * PROBE_EVERY) {
+            l.add(&mut toks(2), true);
+            if l.keep_with(t0, 300, 4, 200) == Decision::Begin {
+                begun += 1;
+                // This probe gathers a lot: delays pay again.
+                l.add(&mut toks(6), true);
+            }
+            l.take();
+        }
+        assert_eq!(begun, 2);
+        // Two probes that gathered 4× lift the average (16 -> 22 -> 27, in 16ths):
+        // delays begin again.
+        l.add(&mut toks(2), true);
+        assert_eq!(l.keep_with(t0, 300, 4, 200), Decision::Begin);
     }
 
     #[test]
