@@ -18,18 +18,22 @@
 //!
 //! Rule ([`Linger::keep`]): a worker keeps its round's ticketed connections
 //! (replies held, not served meanwhile) and goes on serving, without asking for a
-//! ticket, while all of these hold: fewer than [`BEGIN_BELOW`] were kept when the
-//! delay began; a persist has been measured; the first of them
-//! was kept less than half a recent persist's duration ago, and less than the cap
-//! (`CASCADE_SYNC_LINGER_US`, default [`DEFAULT_CAP_US`]; 0 turns the delay off); and
-//! the connections of this worker that wrote in their last round, were active within
-//! a few persists and are not waiting for a reply (the writers on their way) are at
-//! least half as many as those kept, and at least one. A lone writer, or a writer
-//! beside readers only, never waits. And delays must pay: while recent ones ended
-//! with less than 1.5× the connections they began with (a moving average), only one
-//! chance in [`PROBE_EVERY`] begins one — with many clients on a CPU-bound host the
-//! writers "on their way" were not coming within the delay, and delays that gathered
-//! nothing cost 10–20 % of redis-benchmark's throughput (session 17).
+//! ticket, while all of these hold:
+//! * a persist has been measured, and fewer than [`BEGIN_BELOW`] were kept when the
+//!   delay began;
+//! * the first of them was kept less than half a recent persist's duration ago, and
+//!   less than the cap (`CASCADE_SYNC_LINGER_US`, default [`DEFAULT_CAP_US`]; 0 turns
+//!   the delay off);
+//! * the *writers on their way* — the worker's connections whose last round with
+//!   input wrote, active within four persists, not waiting for a reply — are at least
+//!   half as many as those kept, and at least one; the worker counts none when it has
+//!   more than 16 active connections (`worker.rs`): many clients arrive steadily, so
+//!   the persist's own duration gathers them, and there a delay measured 10–20 %
+//!   slower on redis-benchmark's 50 clients;
+//! * delays pay: while recent ones ended with less than 1.5× the connections they
+//!   began with (a moving average), only one chance in [`PROBE_EVERY`] begins one.
+//!
+//! A lone writer, or a writer beside readers only, never waits.
 //!
 //! Invariants: a kept connection is marked `awaiting` (not served, exactly like a
 //! held one) and ends up in a held round with a ticket asked for *after* every write
@@ -43,9 +47,7 @@ use std::time::{Duration, Instant};
 use mio::Token;
 
 /// A delay begins only while fewer connections than this are kept: a persist that
-/// already carries this many writes has spread its flush thin, and with many clients
-/// the CPU, not the flush, bounds the server — there a delay measured 10–20 % slower
-/// (redis-benchmark, 50 clients, docs/benchmarks.md session 17).
+/// already carries this many writes has spread its flush thin.
 pub(crate) const BEGIN_BELOW: usize = 8;
 
 /// Default cap of one commit delay, µs.
