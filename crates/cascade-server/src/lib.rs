@@ -3,7 +3,7 @@
 //! Redis clients (`redis-cli`, `redis-benchmark`, redis-py, go-redis, YCSB) talk to
 //! a `CascadeKV` store unchanged. Redis data types are mapped onto the ordered engine
 //! (`keyspace.rs`); commands are executed by worker threads that each write to their
-//! own engine log (`worker.rs`); durable replies are group-committed per event-loop
+//! own engine log (`worker/`); durable replies are group-committed per event-loop
 //! round in sync mode.
 //!
 //! Layers, bottom up (each uses only those below it):

@@ -27,7 +27,7 @@
 //! * the *writers on their way* — the worker's connections whose last round with
 //!   input wrote, active within four persists, not waiting for a reply — are at least
 //!   half as many as those kept, and at least one; the worker counts none when it has
-//!   more than 16 active connections (`worker.rs`): many clients arrive steadily, so
+//!   more than 16 active connections (`worker/held.rs`): many clients arrive steadily, so
 //!   the persist's own duration gathers them, and there a delay measured 10–20 %
 //!   slower on redis-benchmark's 50 clients;
 //! * delays pay: while recent ones ended with less than 1.5× the connections they

@@ -2,7 +2,7 @@
 //! sweeps, periodic persistence), signal handling and the shutdown sequence.
 //!
 //! Threads: the caller of [`run`] accepts connections and hands each to a worker
-//! (round robin); `threads` workers run the event loops (`worker.rs`) and all engine
+//! (round robin); `threads` workers run the event loops (`worker/`) and all engine
 //! writes, each worker on its own engine log; one ticker thread; one signal thread;
 //! optionally one metrics HTTP thread.
 //!

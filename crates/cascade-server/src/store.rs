@@ -15,7 +15,7 @@
 //!
 //! Writes go to the calling worker thread's own engine log, `Buffered`; the worker
 //! makes them durable (group commit) before replying when the server runs with
-//! `--durability sync` (see `worker.rs`), and no worker replies before the writes of
+//! `--durability sync` (see `worker/`), and no worker replies before the writes of
 //! others it could have read are durable (`durable.rs`, counted by `commit`). Under
 //! `--durability sync` every engine write is also numbered after it reached the log,
 //! while the writer's stripe locks are held ([`Guards`] keep the calling thread's

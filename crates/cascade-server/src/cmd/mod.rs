@@ -148,7 +148,7 @@ impl Client {
             db: 0,
             dirty: Arc::new(AtomicBool::new(false)),
             retrying: false,
-            // The worker gives the connection a mailbox that wakes it (`worker.rs`).
+            // The worker gives the connection a mailbox that wakes it (`worker/`).
             mailbox: Mailbox::new(id, Arc::new(|| {})),
             subs: pubsub::Subscriptions::default(),
             reply_mode: ReplyMode::On,

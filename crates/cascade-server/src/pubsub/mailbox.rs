@@ -5,7 +5,7 @@
 //! worker, and only that worker writes to its socket. So a publisher encodes the
 //! message in the subscriber's protocol (RESP2 array or RESP3 push) and appends the
 //! bytes to the subscriber's mailbox, then wakes its worker, which moves the bytes
-//! into the connection's output buffer between commands (`worker.rs`). The bytes of one
+//! into the connection's output buffer between commands (`worker/`). The bytes of one
 //! message are appended under the mailbox lock in one piece, so messages never
 //! interleave, and publishers to one channel hold the registry lock (`mod.rs`), so
 //! every subscriber sees one channel's messages in one order.
