@@ -64,14 +64,13 @@ fn cap_us() -> u64 {
     })
 }
 
-/// Connections kept back from asking for a ticket, and since when.
+/// Connections kept back from asking for a ticket, and until when.
 #[derive(Debug, Default)]
 pub(crate) struct Linger {
     tokens: Vec<Token>,
     any_write: bool,
-    since: Option<Instant>,
-    /// How long the current delay may last (fixed when it begins).
-    limit: Duration,
+    /// When the current delay ends at the latest (`None`: no delay).
+    until: Option<Instant>,
     /// Kept when the current delay began.
     began_with: usize,
     /// Moving average of what delays gathered — kept at their end ÷ kept at their
@@ -109,12 +108,12 @@ impl Decision {
 impl Linger {
     /// Whether connections are kept.
     pub(crate) fn active(&self) -> bool {
-        self.since.is_some()
+        self.until.is_some()
     }
 
     /// When the current delay ends at the latest (`None`: no delay).
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.since.map(|s| s + self.limit)
+        self.until
     }
 
     /// How recently a connection must have been active to count as a writer on its
@@ -130,38 +129,53 @@ impl Linger {
     }
 
     /// Whether to keep the connections added so far (module docs' rule), `coming`
-    /// being the writers on their way and `persist_us` the recent persist duration.
-    pub(crate) fn keep(&mut self, now: Instant, persist_us: u64, coming: usize) -> Decision {
+    /// counting the writers on their way (called only when the rule needs it) and
+    /// `persist_us` the recent persist duration.
+    pub(crate) fn keep(
+        &mut self,
+        now: Instant,
+        persist_us: u64,
+        coming: impl FnOnce() -> usize,
+    ) -> Decision {
         self.keep_with(now, persist_us, coming, cap_us())
     }
 
-    fn keep_with(&mut self, now: Instant, persist_us: u64, coming: usize, cap: u64) -> Decision {
+    fn keep_with(
+        &mut self,
+        now: Instant,
+        persist_us: u64,
+        coming: impl FnOnce() -> usize,
+        cap: u64,
+    ) -> Decision {
         if self.tokens.is_empty() || cap == 0 || persist_us == 0 {
             return Decision::Ask;
         }
-        let worth = coming > 0 && coming * 2 >= self.tokens.len();
-        if self.since.is_none() && worth && self.gain.is_some_and(|g| g < MIN_GAIN) {
+        match self.until {
+            Some(until) if now >= until => return Decision::Expired,
+            None if self.tokens.len() >= BEGIN_BELOW => return Decision::Ask,
+            _ => {}
+        }
+        let coming = coming();
+        if coming == 0 || coming * 2 < self.tokens.len() {
+            return Decision::Ask;
+        }
+        if self.until.is_some() {
+            return Decision::Keep;
+        }
+        if self.gain.is_some_and(|g| g < MIN_GAIN) {
             self.passed = self.passed.wrapping_add(1);
             if !self.passed.is_multiple_of(PROBE_EVERY) {
                 return Decision::Ask;
             }
         }
-        match self.since {
-            Some(s) if now.duration_since(s) >= self.limit => Decision::Expired,
-            Some(_) if worth => Decision::Keep,
-            None if worth && self.tokens.len() < BEGIN_BELOW => {
-                self.since = Some(now);
-                self.began_with = self.tokens.len();
-                self.limit = Duration::from_micros((persist_us / 2).min(cap));
-                Decision::Begin
-            }
-            _ => Decision::Ask,
-        }
+        self.until = Some(now + Duration::from_micros((persist_us / 2).min(cap)));
+        self.began_with = self.tokens.len();
+        Decision::Begin
     }
 
     /// Ends the delay: the kept connections, and whether any of them wrote.
     pub(crate) fn take(&mut self) -> (Vec<Token>, bool) {
-        if self.since.take().is_some() {
+        if self.until.take().is_some() {
             let got = u32::try_from(self.tokens.len() * 16 / self.began_with.max(1))
                 .unwrap_or(u32::MAX)
                 .min(64);
@@ -185,24 +199,24 @@ mod tests {
         let t0 = Instant::now();
         let mut l = Linger::default();
         // Nothing kept, no measured persist, or no cap: no delay.
-        assert_eq!(l.keep_with(t0, 300, 8, 200), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 300, || 8, 200), Decision::Ask);
         l.add(&mut toks(6), true);
-        assert_eq!(l.keep_with(t0, 0, 8, 200), Decision::Ask);
-        assert_eq!(l.keep_with(t0, 300, 8, 0), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 0, || 8, 200), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 300, || 8, 0), Decision::Ask);
         // Fewer writers on their way than half of those kept: no delay.
-        assert_eq!(l.keep_with(t0, 300, 2, 200), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 300, || 2, 200), Decision::Ask);
         assert!(!l.active());
         // Enough: the delay begins, limited to half a persist (150 µs < cap 200).
-        assert_eq!(l.keep_with(t0, 300, 3, 200), Decision::Begin);
+        assert_eq!(l.keep_with(t0, 300, || 3, 200), Decision::Begin);
         assert_eq!(l.deadline(), Some(t0 + Duration::from_micros(150)));
         // More arrive (10 kept); 5 more on their way is still worth it, before the
         // deadline.
         l.add(&mut toks(4), true);
-        let d = l.keep_with(t0 + Duration::from_micros(100), 300, 5, 200);
+        let d = l.keep_with(t0 + Duration::from_micros(100), 300, || 5, 200);
         assert!(d.kept());
         assert_eq!(d, Decision::Keep);
         // At the deadline it ends whatever is on its way.
-        let d = l.keep_with(t0 + Duration::from_micros(150), 300, 100, 200);
+        let d = l.keep_with(t0 + Duration::from_micros(150), 300, || 100, 200);
         assert_eq!(d, Decision::Expired);
         assert!(!d.kept());
         let (kept, wrote) = l.take();
@@ -217,12 +231,12 @@ mod tests {
         let t0 = Instant::now();
         let mut l = Linger::default();
         l.add(&mut toks(6), false);
-        assert_eq!(l.keep_with(t0, 10_000, 6, 200), Decision::Begin);
+        assert_eq!(l.keep_with(t0, 10_000, || 6, 200), Decision::Begin);
         // The cap bounds a slow device's half persist.
         assert_eq!(l.deadline(), Some(t0 + Duration::from_micros(200)));
         l.add(&mut toks(5), false);
         // 11 kept, 1 more on its way: not worth waiting for.
-        let d = l.keep_with(t0 + Duration::from_micros(20), 10_000, 1, 200);
+        let d = l.keep_with(t0 + Duration::from_micros(20), 10_000, || 1, 200);
         assert_eq!(d, Decision::Ask);
         let (kept, wrote) = l.take();
         assert_eq!(kept.len(), 11);
@@ -234,14 +248,14 @@ mod tests {
         let t0 = Instant::now();
         let mut l = Linger::default();
         l.add(&mut toks(BEGIN_BELOW), true);
-        assert_eq!(l.keep_with(t0, 300, 50, 200), Decision::Ask);
+        assert_eq!(l.keep_with(t0, 300, || 50, 200), Decision::Ask);
         assert!(!l.active());
         assert_eq!(l.take().0.len(), BEGIN_BELOW);
         l.add(&mut toks(BEGIN_BELOW - 1), true);
-        assert_eq!(l.keep_with(t0, 300, 50, 200), Decision::Begin);
+        assert_eq!(l.keep_with(t0, 300, || 50, 200), Decision::Begin);
         // Once begun, a delay may gather past the bound.
         l.add(&mut toks(BEGIN_BELOW), true);
-        assert_eq!(l.keep_with(t0, 300, 50, 200), Decision::Keep);
+        assert_eq!(l.keep_with(t0, 300, || 50, 200), Decision::Keep);
     }
 
     #[test]
@@ -250,12 +264,12 @@ mod tests {
         let mut l = Linger::default();
         // A delay that ends with what it began with.
         l.add(&mut toks(2), true);
-        assert_eq!(l.keep_with(t0, 300, 4, 200), Decision::Begin);
+        assert_eq!(l.keep_with(t0, 300, || 4, 200), Decision::Begin);
         assert_eq!(l.take().0.len(), 2);
         let mut begun = 0;
         for _ in 0..(2 * PROBE_EVERY) {
             l.add(&mut toks(2), true);
-            if l.keep_with(t0, 300, 4, 200) == Decision::Begin {
+            if l.keep_with(t0, 300, || 4, 200) == Decision::Begin {
                 begun += 1;
                 // This probe gathers a lot: delays pay again.
                 l.add(&mut toks(6), true);
@@ -266,7 +280,7 @@ mod tests {
         // Two probes that gathered 4× lift the average (16 -> 22 -> 27, in 16ths):
         // delays begin again.
         l.add(&mut toks(2), true);
-        assert_eq!(l.keep_with(t0, 300, 4, 200), Decision::Begin);
+        assert_eq!(l.keep_with(t0, 300, || 4, 200), Decision::Begin);
     }
 
     #[test]

@@ -10,12 +10,13 @@
 //! leaves only after a persist that covers everything its round wrote or read (design.md
 //! §10). Only the worker's thread touches this state.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use mio::Token;
 
-use super::Worker;
+use super::{Conn, Worker};
 use crate::linger::{Decision, Linger};
 
 /// A worker with more connections than this never delays a commit (`linger.rs`):
@@ -128,8 +129,10 @@ impl Worker {
             self.linger.add(&mut ticketed, any_write);
             let persist_us = self.shared.commit.recent_persist_us();
             let now = Instant::now();
-            let coming = self.writers_coming(now, persist_us);
-            let decision = self.linger.keep(now, persist_us, coming);
+            let conns = &self.conns;
+            let decision = self
+                .linger
+                .keep(now, persist_us, || writers_coming(conns, now, persist_us));
             match decision {
                 Decision::Begin => {
                     self.stats.sync_delays.fetch_add(1, Ordering::Relaxed);
@@ -159,33 +162,6 @@ impl Worker {
             self.hold(0, seq, reads);
         }
         now
-    }
-
-    /// Writers on their way (`linger.rs`): connections whose last round wrote, active
-    /// within a few persists, not waiting for a reply. None on a worker with more
-    /// than [`COMING_ACTIVE_MAX`] active connections: many clients arrive steadily,
-    /// so a persist's own duration gathers them (and counting them costs).
-    fn writers_coming(&self, now: Instant, persist_us: u64) -> usize {
-        if self.conns.len() > COMING_SCAN_MAX {
-            return 0;
-        }
-        let window = Linger::window(persist_us);
-        let (mut active, mut coming) = (0usize, 0usize);
-        for c in self.conns.values() {
-            if c.dead
-                || c.parked.is_some()
-                || now.saturating_duration_since(c.last_active) >= window
-            {
-                continue;
-            }
-            active += 1;
-            coming += usize::from(c.writer && !c.awaiting);
-        }
-        if active > COMING_ACTIVE_MAX {
-            0
-        } else {
-            coming
-        }
     }
 
     /// Holds `tokens`' replies until ticket `ticket` (or, without one, the write
@@ -300,5 +276,29 @@ impl Worker {
             // are durable too (as Redis replies only after its fsync).
             self.shared.gate.wait_others(self.lane);
         }
+    }
+}
+
+/// Writers on their way (`linger.rs`): connections whose last round wrote, active
+/// within a few persists, not waiting for a reply. None on a worker with more
+/// than [`COMING_ACTIVE_MAX`] active connections: many clients arrive steadily,
+/// so a persist's own duration gathers them (and counting them costs).
+fn writers_coming(conns: &HashMap<Token, Conn>, now: Instant, persist_us: u64) -> usize {
+    if conns.len() > COMING_SCAN_MAX {
+        return 0;
+    }
+    let window = Linger::window(persist_us);
+    let (mut active, mut coming) = (0usize, 0usize);
+    for c in conns.values() {
+        if c.dead || c.parked.is_some() || now.saturating_duration_since(c.last_active) >= window {
+            continue;
+        }
+        active += 1;
+        coming += usize::from(c.writer && !c.awaiting);
+    }
+    if active > COMING_ACTIVE_MAX {
+        0
+    } else {
+        coming
     }
 }
