@@ -53,14 +53,24 @@ pub(crate) const BEGIN_BELOW: usize = 8;
 /// Default cap of one commit delay, µs.
 pub(crate) const DEFAULT_CAP_US: u64 = 200;
 
-/// The cap in force (`CASCADE_SYNC_LINGER_US`, read once; 0 turns the delay off).
+/// The cap in force (`CASCADE_SYNC_LINGER_US`, read once; 0 turns the delay off). A
+/// value that is not a whole number of µs is reported and the default kept.
 fn cap_us() -> u64 {
     static CAP: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *CAP.get_or_init(|| {
         std::env::var("CASCADE_SYNC_LINGER_US")
             .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_CAP_US)
+            .map_or(DEFAULT_CAP_US, |v| parse_cap(&v))
+    })
+}
+
+fn parse_cap(v: &str) -> u64 {
+    v.trim().parse().unwrap_or_else(|_| {
+        eprintln!(
+            "cascade: CASCADE_SYNC_LINGER_US={v:?} is not a whole number of microseconds; \
+             using {DEFAULT_CAP_US}"
+        );
+        DEFAULT_CAP_US
     })
 }
 
@@ -281,6 +291,14 @@ mod tests {
         // delays begin again.
         l.add(&mut toks(2), true);
         assert_eq!(l.keep_with(t0, 300, || 4, 200), Decision::Begin);
+    }
+
+    #[test]
+    fn a_bad_cap_keeps_the_default() {
+        assert_eq!(parse_cap("0"), 0);
+        assert_eq!(parse_cap(" 350 "), 350);
+        assert_eq!(parse_cap("200us"), DEFAULT_CAP_US);
+        assert_eq!(parse_cap("-1"), DEFAULT_CAP_US);
     }
 
     #[test]
