@@ -26,6 +26,14 @@
 //!   the `O_DIRECT` block write and an `fdatasync` linked (`IOSQE_IO_LINK`) in one
 //!   submission per record, one ring per thread;
 //! * `uring-split`    — the same two operations through the ring, each waited for.
+//! * `append-fdatasync` — the record appended (`write` on an `O_APPEND` descriptor) to a
+//!   file of the thread's own that starts empty, then `fdatasync`: the peers' logs
+//!   (Redis's AOF; RocksDB's WAL without `recycle_log_file_num`), where each append
+//!   grows the file, so each flush also carries its new size;
+//! * `append-falloc-fdatasync` — the same into a file first given its blocks with
+//!   `fallocate(FALLOC_FL_KEEP_SIZE)`, as RocksDB preallocates its WAL
+//!   (`allow_fallocate`): the size still grows per append, and each block is written
+//!   into an unwritten extent.
 //!
 //! Usage: `persist_backends [--dir DIR] [--threads 1,2,8,32] [--ops N] [--size B]
 //! [--modes a,b] [--prealloc written|fallocate]`; prints one Markdown row per mode and
@@ -50,6 +58,7 @@
 )]
 
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -277,6 +286,33 @@ fn allocate(f: &File, len: u64, how: &str) -> Result<(), String> {
     }
 }
 
+/// A thread's own append-only log file, empty and made durable as such (its
+/// directory entry too), with its blocks allocated but its size kept at 0 when
+/// `falloc`.
+fn open_log(path: &Path, falloc: bool) -> Result<File, String> {
+    let _ = std::fs::remove_file(path);
+    let f = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if falloc {
+        let len = libc::off_t::try_from(REGION).map_err(|e| e.to_string())?;
+        // SAFETY: plain syscall on a valid fd with an in-range length.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+        if rc != 0 {
+            return Err(format!("fallocate: {}", std::io::Error::last_os_error()));
+        }
+    }
+    f.sync_all().map_err(|e| e.to_string())?;
+    if let Some(d) = path.parent() {
+        File::open(d)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(f)
+}
+
 /// The file, opened once per way of writing it, and the group commit they share.
 struct Files {
     /// Plain descriptor (page cache).
@@ -326,14 +362,21 @@ struct Writer {
     block: Vec<u8>,
     shift: usize,
     ring: Option<io_uring::IoUring>,
+    /// The thread's own log file (`append-*` modes).
+    log: Option<File>,
 }
 
 impl Writer {
-    fn new(mode: &str, size: usize) -> Result<Writer, String> {
+    fn new(mode: &str, size: usize, log_path: &Path) -> Result<Writer, String> {
         let block = vec![0u8; 2 * PAGE];
         let shift = block.as_ptr().align_offset(PAGE);
         let ring = if mode.starts_with("uring") {
             Some(io_uring::IoUring::new(4).map_err(|e| format!("io_uring_setup: {e}"))?)
+        } else {
+            None
+        };
+        let log = if mode.starts_with("append") {
+            Some(open_log(log_path, mode == "append-falloc-fdatasync")?)
         } else {
             None
         };
@@ -342,6 +385,7 @@ impl Writer {
             block,
             shift,
             ring,
+            log,
         })
     }
 
@@ -389,6 +433,13 @@ impl Writer {
                 ),
                 None => Err(std::io::Error::other("no ring")),
             },
+            "append-fdatasync" | "append-falloc-fdatasync" => match &self.log {
+                Some(log) => {
+                    let mut w: &File = log;
+                    w.write_all(rec).and_then(|()| log.sync_data())
+                }
+                None => Err(std::io::Error::other("no log file")),
+            },
             "group-fdatasync" => {
                 map.write(off, rec);
                 files.group.commit(f)
@@ -418,12 +469,16 @@ fn run(
     let mut handles = Vec::new();
     for t in 0..threads {
         let (map, files, barrier) = (map.clone(), files.clone(), barrier.clone());
+        let dir = dir.to_path_buf();
         let mode = mode.to_string();
         handles.push(std::thread::spawn(move || -> Result<Vec<u64>, String> {
             let base = t * REGION as usize;
-            let mut w = Writer::new(&mode, size)?;
+            let log_path = dir.join(format!("append-{t}.dat"));
+            let w = Writer::new(&mode, size, &log_path);
             let mut lat = Vec::with_capacity(ops);
+            // Past the barrier even on an error, so the other threads are not stuck.
             barrier.wait();
+            let mut w = w?;
             for i in 0..ops {
                 let off = base + (i * size) % (REGION as usize - size);
                 let t0 = Instant::now();
@@ -443,6 +498,9 @@ fn run(
     let secs = start.elapsed().as_secs_f64();
     drop(map);
     let _ = std::fs::remove_file(&path);
+    for t in 0..threads {
+        let _ = std::fs::remove_file(dir.join(format!("append-{t}.dat")));
+    }
     all.sort_unstable();
     Ok(((threads * ops) as f64 / secs, all))
 }
