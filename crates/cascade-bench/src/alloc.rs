@@ -102,6 +102,37 @@ fn record_dealloc(size: usize) {
     shard().fetch_sub(size as isize, Relaxed);
 }
 
+/// Turns transparent huge pages off for the whole process (`prctl(PR_SET_THP_DISABLE)`;
+/// Linux only, elsewhere a no-op), unless the environment says `CASCADE_ALLOW_THP=1`.
+/// Returns whether they are off.
+///
+/// Why: mimalloc asks for huge pages for its arenas (`MADV_HUGEPAGE`), so the first
+/// touch of each 2 MiB region makes the kernel zero a whole huge page inside the
+/// allocation that touched it. With durable writes on a disk that is a stall on the
+/// request path: `clear_page_erms` under `do_huge_pmd_anonymous_page` was 23 % of a
+/// 32-thread `fillrandom --durability sync` profile (70 huge-page faults per run), and
+/// a server worker zeroing one held every reply of its round. Turning them off
+/// measured better tails everywhere and no loss on in-memory reads
+/// (docs/benchmarks.md, session 18). Redis does the same by default
+/// (`disable-thp yes`). The flag is inherited by child processes.
+#[must_use]
+pub fn disable_transparent_huge_pages() -> bool {
+    if std::env::var_os("CASCADE_ALLOW_THP").is_some_and(|v| v == "1") {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)` only sets a flag on this
+        // process's memory descriptor; it reads and writes no user memory.
+        let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+        rc == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 // SAFETY: every method forwards to the inner allocator `A`, which upholds the `GlobalAlloc`
 // contract, and returns its result unchanged. The bookkeeping only touches atomics
 // and a `const`-initialised thread-local without a destructor (a plain TLS slot on
@@ -144,5 +175,30 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
             record_alloc(new_size);
         }
         new_ptr
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernel's own view of the flag (`THP_enabled` in `/proc/self/status`).
+    #[cfg(target_os = "linux")]
+    fn thp_enabled() -> Option<bool> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
+        Some(line.split_whitespace().nth(1)? == "1")
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn huge_pages_are_off_for_the_process_afterwards() {
+        if std::env::var_os("CASCADE_ALLOW_THP").is_some_and(|v| v == "1") {
+            assert!(!super::disable_transparent_huge_pages());
+            return;
+        }
+        assert!(super::disable_transparent_huge_pages());
+        // Kernels before 5.0 do not report the flag; where they do, it must be off.
+        if let Some(on) = thp_enabled() {
+            assert!(!on, "THP_enabled still 1 after PR_SET_THP_DISABLE");
+        }
     }
 }
