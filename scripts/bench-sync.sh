@@ -38,7 +38,8 @@
 # CASCADE_GROUP_DEPTH=n. CASCADE_ENV passes them to the `cascade` engine rows (e.g.
 # CASCADE_ENV="CASCADE_LOG_PREWRITE=0"); CASCADE_ALT_ENV adds `cascade-alt` rows, the
 # same binary with those variables (e.g. CASCADE_ALT_ENV="CASCADE_JOURNAL=0": the
-# mapped log's msync fences), in the same rounds.
+# mapped log's msync fences), in the same rounds; in the server table, ALT_THREADS gives
+# the cascade-alt server its own --threads (SERVE_THREADS, default 2, is the others').
 # SERVER_CPUS and CLIENT_CPUS (taskset lists, e.g. 0 and 1) pin the servers and the
 # server rows' clients to separate CPUs, so that on a small host each server gets the
 # same CPU and the client never takes it (Redis is one thread; cascade's workers and
@@ -139,7 +140,7 @@ start_server() { # cascade|cascade-alt|cascade-before|redis
     "${SRV_PIN[@]}" env ${CASCADE_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${SERVE_THREADS:-2}" --pool-size 2G \
       ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
   elif [ "$1" = cascade-alt ]; then
-    "${SRV_PIN[@]}" env ${CASCADE_ALT_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${SERVE_THREADS:-2}" --pool-size 2G \
+    "${SRV_PIN[@]}" env ${CASCADE_ALT_ENV:-} "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability sync --threads "${ALT_THREADS:-${SERVE_THREADS:-2}}" --pool-size 2G \
       ${CASCADE_SERVE_ARGS:-} >/dev/null 2>&1 &
   elif [ "$1" = cascade-buffered ]; then
     "${SRV_PIN[@]}" "$BIN" serve --dir "$DISK/srv" --port "$PORT" --durability buffered --threads "${SERVE_THREADS:-2}" --pool-size 2G \
@@ -196,6 +197,7 @@ server() {
   echo "cascade serve --durability sync --threads ${SERVE_THREADS:-2} --pool-size 2G   |   redis-server --appendonly yes --appendfsync always --save ''"
   echo "redis-benchmark -t set,incr,lpush -n $((40000 / SCALE)) -r 100000 -d 100 -P 1 -c 50 --precision 3"
   echo "go-ycsb load redis (workloada, recordcount=$((20000 / SCALE)), 16 threads); run a, b (operationcount=$((40000 / SCALE)), 16 threads)"
+  if [ -n "${CASCADE_ALT_ENV:-}${ALT_THREADS:-}" ]; then echo "cascade-alt: the same with env '${CASCADE_ALT_ENV:-}' and --threads ${ALT_THREADS:-${SERVE_THREADS:-2}}"; fi
   if [ -n "${SERVER_CPUS:-}${CLIENT_CPUS:-}" ]; then echo "servers on CPUs ${SERVER_CPUS:-any}, clients on CPUs ${CLIENT_CPUS:-any} (taskset)"; fi
   echo '```'
   echo
@@ -203,7 +205,7 @@ server() {
   echo "|---|---|---|---|---|---|---|---|"
   local first="cascade" last="cascade"
   if [ -n "${BEFORE_BIN:-}" ]; then first="cascade cascade-before"; last="cascade-before cascade"; fi
-  if [ -n "${CASCADE_ALT_ENV:-}" ]; then first="$first cascade-alt"; last="cascade-alt $last"; fi
+  if [ -n "${CASCADE_ALT_ENV:-}${ALT_THREADS:-}" ]; then first="$first cascade-alt"; last="cascade-alt $last"; fi
   # The host's ceiling (CEILING=0 leaves it out): the same clients against both servers
   # persisting nothing per write. On a small host the client shares the CPUs, so no
   # durable server can pass these rows; a ratio to redis above theirs is out of reach.

@@ -94,6 +94,9 @@ fn parse() -> Result<Args, String> {
             "odirect",
             "group-fdatasync",
             "group-pwrite",
+            "odirect-fdatasync",
+            "append-fdatasync",
+            "append-falloc-fdatasync",
         ]
         .map(String::from)
         .to_vec(),
