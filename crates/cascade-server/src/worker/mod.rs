@@ -14,7 +14,8 @@
 //! ticket (`visible.rs`; `Conn::reads` tracks this per round). A connection with held
 //! replies is not served until they are sent, so held rounds, each a disjoint set of
 //! connections, may be released in any order. Which connections of a round wait and
-//! for what is `held.rs`.
+//! for what is `held.rs`; running a connection's commands (and parking blocking ones)
+//! is `exec.rs`; its socket reads, writes and input buffer are `io.rs`.
 //! Otherwise all engine writes of this worker's clients go to this thread's exclusive
 //! log.
 //!
@@ -27,10 +28,12 @@
 //! Only this thread touches its connections; other threads reach it through the
 //! [`Inbox`] and its waker.
 
+mod exec;
 mod held;
+mod io;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -40,23 +43,25 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
+use self::exec::{execute, retry_parked, take_mail, take_script_reply, Env};
+use self::io::{
+    check_query_buffer, fit_input, publish_input, read_some, to_usize, write_some, IDLE_BUFFER,
+};
 use crate::clients::Live;
-use crate::cmd::{dispatch, Client, Commands, Ctx, ReplyMode};
+use crate::cmd::{Client, Commands};
 use crate::inbuf::InBuf;
 use crate::linger::Linger;
 use crate::metrics::WorkerStats;
-use crate::notify::WakeFn;
 use crate::pubsub::Mailbox;
 use crate::resp::parse::Command;
-use crate::resp::parse::{Limits, Parser, ProtocolError};
-use crate::resp::reply::{self, Out};
+use crate::resp::parse::{Limits, Parser};
+use crate::resp::reply::Out;
 use crate::shared::Shared;
 
 /// Unsent output at which a connection stops being served until it drains.
 pub(crate) const OUT_HIGH: usize = 4 << 20;
 /// Bytes read from one connection per round.
 pub(crate) const READ_BUDGET: usize = 1 << 20;
-const READ_CHUNK: usize = 16 << 10;
 const WAKE: Token = Token(0);
 /// What a client that has not authenticated may send (Redis's limits): 10 arguments of
 /// 16 KiB at most.
@@ -597,428 +602,11 @@ impl Worker {
     }
 }
 
-/// What is left after executing is one incomplete command (or, with `backlog`,
-/// commands waiting for the client to read its replies): over the query-buffer limit
-/// the client is closed.
-fn check_query_buffer(c: &mut Conn, shared: &Shared) {
-    let limit = to_usize(shared.config.query_buffer_limit.load(Ordering::Relaxed));
-    if !c.backlog && c.inbuf.len() - c.rpos > limit {
-        eprintln!(
-            "cascade: closing client {} ({}): query buffer over {limit} bytes",
-            c.client.id, c.client.addr
-        );
-        c.dead = true;
-    }
-}
-
-/// A configured size as `usize` (saturating on 32-bit targets).
-/// A script's reply came back from the script thread: it goes out in order. Returns
-/// whether one did.
-fn take_script_reply(c: &mut Conn, shared: &Shared) -> bool {
-    let Some(r) = c.client.script.as_ref().and_then(|s| s.take()) else {
-        return false;
-    };
-    shared.metrics.count_error(&r);
-    c.out.buf.extend_from_slice(&r);
-    c.client.script = None;
-    c.reads = None;
-    true
-}
-
 /// Sets `c.writer` after a round (`linger.rs`): whether it wrote. A round that read
 /// nothing new (served again after its replies went out) leaves the flag as its last
 /// round with input set it.
 fn note_writer(c: &mut Conn, round_start: Instant) {
     if c.wrote || c.last_active >= round_start {
         c.writer = c.wrote;
-    }
-}
-
-fn to_usize(v: u64) -> usize {
-    usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-/// Reads up to [`READ_BUDGET`]. Returns true if more input may be waiting.
-fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
-    if c.eof {
-        return false;
-    }
-    let mut got = 0usize;
-    // Compact consumed input before growing the buffer.
-    if c.rpos > 0 && (c.rpos == c.inbuf.len() || c.rpos >= c.inbuf.len() / 2) {
-        c.inbuf.consume(c.rpos);
-        c.rpos = 0;
-    }
-    while got < READ_BUDGET {
-        // A large declared bulk is read in growing steps: the buffer never exceeds
-        // about twice the bytes actually received (plus one chunk).
-        let received = c.inbuf.len() - c.rpos;
-        // Without a large bulk pending, read into the room already there (one
-        // READ_CHUNK buffer serves small commands without growing), at most a chunk
-        // at a time (`inbuf.rs`: the room is zeroed only when the buffer grows).
-        let spare = c.inbuf.spare();
-        let want = c.parser.pending_hint().map_or(
-            if spare >= READ_CHUNK / 4 {
-                spare.min(READ_CHUNK)
-            } else {
-                READ_CHUNK
-            },
-            |h| h.min(received.max(READ_CHUNK)).max(READ_CHUNK),
-        );
-        match c.sock.read(c.inbuf.room(want)) {
-            Ok(0) => {
-                c.eof = true;
-                return false;
-            }
-            Ok(n) => {
-                c.inbuf.filled(n);
-                got += n;
-                c.last_active = Instant::now();
-                c.peak = c.peak.max(c.inbuf.len() - c.rpos);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                stats.bytes_in.fetch_add(got as u64, Ordering::Relaxed);
-                return false;
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => {
-                c.eof = true;
-                c.dead = true;
-                return false;
-            }
-        }
-    }
-    stats.bytes_in.fetch_add(got as u64, Ordering::Relaxed);
-    true
-}
-
-/// `CLIENT REPLY OFF|SKIP`: takes back the reply the command just wrote after `mark`
-/// (pub/sub confirmations are pushes and always sent, as in Redis).
-fn apply_reply_mode(
-    client: &mut Client,
-    out: &mut Out,
-    before: ReplyMode,
-    mark: usize,
-    idx: Option<usize>,
-    commands: &Commands,
-) {
-    let push = idx.is_some_and(|i| commands.specs[i].flags.contains(&"pubsub"))
-        && idx.is_some_and(|i| commands.specs[i].name.contains("subscribe"));
-    let silent = match before {
-        ReplyMode::SkipThis => true,
-        ReplyMode::On | ReplyMode::Off | ReplyMode::Skip => client.reply_mode != ReplyMode::On,
-    };
-    if silent && !push {
-        out.buf.truncate(mark);
-    }
-    client.reply_mode = match (before, client.reply_mode) {
-        // The command after CLIENT REPLY SKIP has run without its reply.
-        (ReplyMode::SkipThis, ReplyMode::SkipThis) => ReplyMode::On,
-        // CLIENT REPLY SKIP itself: the next command is the one skipped.
-        (_, ReplyMode::Skip) => ReplyMode::SkipThis,
-        (_, m) => m,
-    };
-}
-
-/// Moves the connection's pub/sub messages to its output (while the output is below
-/// the mark; the rest waits in the mailbox, bounded by the pub/sub output limit). A
-/// mailbox over its limit closes the connection, as Redis closes such a subscriber.
-/// Returns true if messages were moved (they may reveal writes, `visible.rs`).
-fn take_mail(c: &mut Conn) -> bool {
-    let mb = &c.client.mailbox;
-    if mb.killed() {
-        if !c.dead {
-            eprintln!(
-                "cascade: closing client {} ({}): CLIENT KILL, or pub/sub output over client-output-buffer-limit",
-                c.client.id, c.client.addr
-            );
-        }
-        c.dead = true;
-        false
-    } else if mb.has_mail() && c.pending_out() < OUT_HIGH {
-        mb.take_into(&mut c.out.buf);
-        true
-    } else {
-        false
-    }
-}
-
-/// What executing a connection's commands needs from its worker.
-struct Env<'a> {
-    shared: &'a Shared,
-    commands: &'a Commands,
-    stats: &'a WorkerStats,
-    is_write: &'a [bool],
-    park: &'a Park,
-    token: Token,
-}
-
-/// Runs a parked client's command again (a key changed, or its deadline passed).
-fn retry_parked(
-    c: &mut Conn,
-    shared: &Shared,
-    commands: &Commands,
-    stats: &WorkerStats,
-    is_write: &[bool],
-) {
-    let Some(p) = c.parked.take() else {
-        return;
-    };
-    let notify = shared.store.notify();
-    if let Some(error) = notify.unblocked(p.seq) {
-        if error {
-            let mark = c.out.buf.len();
-            reply::error(&mut c.out, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
-            shared.metrics.count_error(&c.out.buf[mark..]);
-        } else {
-            reply::nil_array(&mut c.out);
-        }
-        notify.unwait(p.seq);
-        shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
-        return;
-    }
-    let expired = p.deadline.is_some_and(|d| d <= Instant::now());
-    if !expired && !notify.may_retry(p.seq) {
-        // An earlier client parked on the same key goes first; we are woken after.
-        c.parked = Some(p);
-        return;
-    }
-    let t = Instant::now();
-    let mut ctx = Ctx {
-        shared,
-        commands,
-        client: &mut c.client,
-        out: &mut c.out,
-    };
-    ctx.client.retrying = true;
-    let mark = ctx.out.buf.len();
-    let ran = dispatch(&mut ctx, &p.cmd);
-    ctx.client.retrying = false;
-    // INFO errorstats: a woken command's error counts like any other.
-    if let Some(r) = ctx.out.buf.get(mark..) {
-        shared.metrics.count_error(r);
-    }
-    // A parked command has no `$` left to rewrite; drop any request to.
-    ctx.client.park_as = None;
-    if ran.block.is_some() {
-        if expired || p.deadline.is_some_and(|d| d <= Instant::now()) {
-            reply::nil_array(&mut c.out);
-        } else {
-            notify.retried(p.seq);
-            c.parked = Some(p);
-            return;
-        }
-    }
-    notify.unwait(p.seq);
-    shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
-    stats.record(ran.idx, ran.failed, t.elapsed());
-    if ran
-        .idx
-        .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
-    {
-        c.wrote = true;
-    }
-}
-
-/// Parks `client` on the keys of `cmd` (a blocking command that found nothing).
-fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeout: f64) {
-    let keys: Vec<Vec<u8>> = env.commands.specs[idx]
-        .keys
-        .of(cmd)
-        .into_iter()
-        .map(|k| env.shared.store.qualify(c.client.db, k))
-        .collect();
-    let deadline = (timeout > 0.0)
-        .then(|| Instant::now().checked_add(Duration::from_secs_f64(timeout.min(1e9))))
-        .flatten();
-    let (woken, waker, token) = (env.park.woken.clone(), env.park.waker.clone(), env.token);
-    let wake: WakeFn = Arc::new(move || {
-        woken.lock().push(token);
-        let _ = waker.wake();
-    });
-    let seq = env.shared.store.notify().wait(c.client.id, &keys, &wake);
-    env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
-    // A push between the command's unlock and this registration: try once more.
-    wake();
-    c.parked = Some(Parked {
-        cmd: cmd.clone(),
-        seq,
-        deadline,
-    });
-}
-
-/// Executes complete commands while the output is below the mark. Returns true if
-/// complete commands are left (output full).
-fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
-    let (shared, commands, stats, is_write) = (env.shared, env.commands, env.stats, env.is_write);
-    let Conn {
-        parser,
-        inbuf,
-        rpos,
-        out,
-        wpos,
-        client,
-        wrote,
-        dead,
-        reads,
-        ..
-    } = c;
-    let mut blocked = None;
-    while !*dead && !client.close_after_reply {
-        if out.buf.len() - *wpos >= OUT_HIGH {
-            return *rpos < inbuf.len();
-        }
-        match parser.parse(&inbuf.bytes()[*rpos..]) {
-            Ok(Some(n)) => {
-                *rpos += n;
-                let cmd = parser.command();
-                if cmd.is_empty() {
-                    continue;
-                }
-                let t = Instant::now();
-                let mut ctx = Ctx {
-                    shared,
-                    commands,
-                    client,
-                    out,
-                };
-                let was_authed = ctx.client.authed;
-                let (mode, mark) = (ctx.client.reply_mode, ctx.out.buf.len());
-                let ran = dispatch(&mut ctx, cmd);
-                crate::visible::fold_read(reads);
-                // INFO errorstats: an error reply, whichever way the handler wrote it.
-                if let Some(r) = ctx.out.buf.get(mark..) {
-                    shared.metrics.count_error(r);
-                }
-                if mode != ReplyMode::On || client.reply_mode != ReplyMode::On {
-                    apply_reply_mode(client, out, mode, mark, ran.idx, commands);
-                }
-                // Messages that arrived while the command ran (an invalidation its own
-                // write caused, a publish) follow its reply, before the next one's.
-                if client.mailbox.has_mail() && out.buf.len() - *wpos < OUT_HIGH {
-                    client.mailbox.take_into(&mut out.buf);
-                    *reads = None;
-                }
-                let raise = !was_authed && client.authed;
-                if client.repl.psync.is_some() || client.script.is_some() {
-                    // PSYNC: the connection becomes a replica link (`hand_over`); or
-                    // handed to the script thread: the rest waits for its reply.
-                    stats.record(ran.idx, ran.failed, t.elapsed());
-                    break;
-                }
-                if let (Some(timeout), Some(idx)) = (ran.block, ran.idx) {
-                    let cmd = client.park_as.take().unwrap_or_else(|| cmd.clone());
-                    blocked = Some((cmd, idx, timeout));
-                    break;
-                }
-                stats.record(ran.idx, ran.failed, t.elapsed());
-                if ran
-                    .idx
-                    .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
-                {
-                    *wrote = true;
-                }
-                if raise {
-                    parser.set_limits(Limits {
-                        max_bulk: to_usize(shared.config.max_bulk.load(Ordering::Relaxed)),
-                        max_args: to_usize(shared.config.max_args.load(Ordering::Relaxed)),
-                    });
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                let e = match e {
-                    ProtocolError::InvalidBulkLength if !client.authed => {
-                        "unauthenticated bulk length".to_string()
-                    }
-                    ProtocolError::InvalidMultibulkLength if !client.authed => {
-                        "unauthenticated multibulk length".to_string()
-                    }
-                    e => e.to_string(),
-                };
-                reply::error(out, &format!("ERR Protocol error: {e}"));
-                stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                client.close_after_reply = true;
-                *rpos = inbuf.len();
-            }
-        }
-    }
-    if let Some((cmd, idx, timeout)) = blocked {
-        park(c, env, &cmd, idx, timeout);
-        return false;
-    }
-    if *rpos == inbuf.len() {
-        inbuf.clear();
-        *rpos = 0;
-    }
-    false
-}
-
-/// How often an input buffer over [`RESIZE_ABOVE`] is fitted to its recent peak.
-const RESIZE_EVERY: Duration = Duration::from_millis(200);
-/// Input buffers up to this size are kept as they are.
-const RESIZE_ABOVE: usize = 2 * READ_CHUNK;
-/// A client idle this long gives its input buffer back.
-const IDLE_BUFFER: Duration = Duration::from_secs(2);
-
-/// Fits the input buffer to the most it held recently (as Redis's client cron does:
-/// a big argument does not pin a big buffer) and publishes its size for CLIENT LIST.
-fn fit_input(c: &mut Conn) {
-    if c.last_resize.elapsed() >= RESIZE_EVERY {
-        if c.rpos == c.inbuf.len() && c.inbuf.capacity() > RESIZE_ABOVE {
-            c.inbuf.clear_and_shrink(c.peak.max(READ_CHUNK));
-            c.rpos = 0;
-        }
-        c.peak = 0;
-        c.last_resize = Instant::now();
-    }
-    publish_input(c);
-}
-
-/// Publishes the input buffer's use and the last activity for CLIENT LIST.
-fn publish_input(c: &Conn) {
-    let used = c.inbuf.len() - c.rpos;
-    let l = &c.live;
-    l.qbuf.store(used as u64, Ordering::Relaxed);
-    l.qbuf_free
-        .store((c.inbuf.capacity() - used) as u64, Ordering::Relaxed);
-    let active = c
-        .last_active
-        .saturating_duration_since(c.created)
-        .as_millis();
-    l.active_ms
-        .store(u64::try_from(active).unwrap_or(u64::MAX), Ordering::Relaxed);
-}
-
-/// Writes pending output until the socket would block.
-fn write_some(c: &mut Conn, stats: &WorkerStats) {
-    while c.wpos < c.out.buf.len() {
-        match c.sock.write(&c.out.buf[c.wpos..]) {
-            Ok(0) => {
-                c.dead = true;
-                return;
-            }
-            Ok(n) => {
-                c.wpos += n;
-                stats.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => {
-                c.dead = true;
-                return;
-            }
-        }
-    }
-    if c.wpos == c.out.buf.len() {
-        c.out.buf.clear();
-        c.wpos = 0;
-        // Give back a large buffer once drained.
-        if c.out.buf.capacity() > OUT_HIGH {
-            c.out.buf.shrink_to(64 << 10);
-        }
-    } else if c.wpos > (1 << 20) && c.wpos * 2 > c.out.buf.len() {
-        c.out.buf.drain(..c.wpos);
-        c.wpos = 0;
     }
 }
