@@ -103,21 +103,30 @@ fn record_dealloc(size: usize) {
 }
 
 /// Turns transparent huge pages off for the whole process (`prctl(PR_SET_THP_DISABLE)`;
-/// Linux only, elsewhere a no-op), unless the environment says `CASCADE_ALLOW_THP=1`.
-/// Returns whether they are off.
+/// Linux only) when `off_by_default` and the environment does not say
+/// `CASCADE_THP=on`, or whenever it says `CASCADE_THP=off`. Returns whether they are
+/// off. Call it before any thread starts; child processes inherit the flag.
 ///
-/// Why: mimalloc asks for huge pages for its arenas (`MADV_HUGEPAGE`), so the first
+/// The trade-off, measured on this repository's host (docs/benchmarks.md, session
+/// 18): mimalloc asks for huge pages for its arenas (`MADV_HUGEPAGE`), so the first
 /// touch of each 2 MiB region makes the kernel zero a whole huge page inside the
-/// allocation that touched it. With durable writes on a disk that is a stall on the
-/// request path: `clear_page_erms` under `do_huge_pmd_anonymous_page` was 23 % of a
-/// 32-thread `fillrandom --durability sync` profile (70 huge-page faults per run), and
-/// a server worker zeroing one held every reply of its round. Turning them off
-/// measured better tails everywhere and no loss on in-memory reads
-/// (docs/benchmarks.md, session 18). Redis does the same by default
-/// (`disable-thp yes`). The flag is inherited by child processes.
+/// allocation that touched it — on a VM whose memory the host backs lazily, slowly.
+/// With durable writes that is a stall on the request path: `clear_page_erms` under
+/// `do_huge_pmd_anonymous_page` was 23 % of a 32-thread `fillrandom --durability sync`
+/// profile, and a server worker zeroing one held every reply of its round (p99.9 of
+/// redis-benchmark writes 8–15 ms with huge pages, 3–10 ms without). But random reads
+/// of a large in-memory index miss the TLB less on huge pages: 4 M keys, one thread,
+/// `readrandom` ran 13–35 % faster with them. So `cascade serve`, where a request
+/// costs far more in the network than in its lookup, turns them off, as Redis does by
+/// default (`disable-thp yes`); the other commands keep what the system gives.
 #[must_use]
-pub fn disable_transparent_huge_pages() -> bool {
-    if std::env::var_os("CASCADE_ALLOW_THP").is_some_and(|v| v == "1") {
+pub fn choose_transparent_huge_pages(off_by_default: bool) -> bool {
+    let off = match std::env::var("CASCADE_THP").as_deref() {
+        Ok("off") => true,
+        Ok("on") => false,
+        _ => off_by_default,
+    };
+    if !off {
         return false;
     }
     #[cfg(target_os = "linux")]
@@ -191,11 +200,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn huge_pages_are_off_for_the_process_afterwards() {
-        if std::env::var_os("CASCADE_ALLOW_THP").is_some_and(|v| v == "1") {
-            assert!(!super::disable_transparent_huge_pages());
+        if std::env::var("CASCADE_THP").is_ok_and(|v| v == "on") {
+            assert!(!super::choose_transparent_huge_pages(true));
             return;
         }
-        assert!(super::disable_transparent_huge_pages());
+        assert!(super::choose_transparent_huge_pages(true));
         // Kernels before 5.0 do not report the flag; where they do, it must be off.
         if let Some(on) = thp_enabled() {
             assert!(!on, "THP_enabled still 1 after PR_SET_THP_DISABLE");

@@ -814,6 +814,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Runs the CLI and returns the process exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
+    // Before any thread starts: transparent huge pages off for the server, as Redis
+    // does, kept for the rest (`cascade_bench::alloc`; `CASCADE_THP=on|off` decides).
+    let _ = cascade_bench::alloc::choose_transparent_huge_pages(matches!(cli.cmd, Cmd::Serve(_)));
     // The bench reports its engines' errors as text, already labelled.
     let r = match cli.cmd {
         Cmd::Bench(a) => bench(&a),

@@ -24,8 +24,5 @@ static ALLOC: cascade_bench::alloc::CountingAlloc<mimalloc::MiMalloc> =
 
 /// Runs the command line and exits with its status.
 fn main() {
-    // Huge pages off before any thread starts (the allocator's 2 MiB page zeroing
-    // stalled durable writes; `cascade_bench::alloc`). `CASCADE_ALLOW_THP=1` keeps them.
-    let _ = cascade_bench::alloc::disable_transparent_huge_pages();
     std::process::exit(cli::run());
 }

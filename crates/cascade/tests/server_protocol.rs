@@ -1687,3 +1687,30 @@ fn migrate_moves_keys_between_servers() {
     // COMMAND INFO marks it as a command with movable keys.
     assert!(format!("{:?}", ca.cmd(&["COMMAND", "INFO", "migrate"])).contains("movablekeys"));
 }
+
+/// `THP_enabled` of a running process, as its kernel reports it (`None` before Linux
+/// 5.0, which does not).
+fn thp_enabled(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:"))?;
+    Some(line.split_whitespace().nth(1)? == "1")
+}
+
+/// The server turns transparent huge pages off for itself (as Redis's `disable-thp`):
+/// the allocator's zeroing of a fresh huge page stalled a worker's whole round.
+/// `CASCADE_THP=on` keeps them.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_server_runs_without_transparent_huge_pages_unless_told() {
+    for (env, off) in [(None, true), (Some("on"), false), (Some("off"), true)] {
+        let dir = temp_dir("thp");
+        let vars: Vec<(&str, &str)> = env.map(|v| ("CASCADE_THP", v)).into_iter().collect();
+        let s = Server::start_env(&dir, &[], &vars);
+        let pid = s.child.as_ref().expect("running").id();
+        if let Some(on) = thp_enabled(pid) {
+            assert_eq!(on, !off, "CASCADE_THP={env:?}");
+        }
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
