@@ -131,10 +131,7 @@ pub fn choose_transparent_huge_pages(off_by_default: bool) -> bool {
     }
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: `prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)` only sets a flag on this
-        // process's memory descriptor; it reads and writes no user memory.
-        let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-        rc == 0
+        rustix::thread::disable_transparent_huge_pages(true).is_ok()
     }
     #[cfg(not(target_os = "linux"))]
     {
