@@ -178,6 +178,13 @@ impl StageSet {
         true
     }
 
+    /// Holds the transition lock (tests of what writers do while a transition is
+    /// slow).
+    #[cfg(test)]
+    pub fn hold_lock(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.lock.lock()
+    }
+
     /// Installs a flush: `fs` leaves the immutable FastStores and `tree` becomes the
     /// newest buffer-tree.
     pub fn install_flush(&self, fs: &Arc<FastStore>, tree: Arc<BufferTree>) {

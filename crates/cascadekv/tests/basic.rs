@@ -178,8 +178,9 @@ fn full_faststore_switches_and_old_generation_stays_readable() -> cascadekv::Res
         faststore_capacity: 64 << 10,
         // No background threads: this test is about the writer's own switches. With
         // them, one loaded CI run (2026-12-06) switched only twice in 5,000 puts and
-        // left ~650 KB in the FastStores against this 64 KiB capacity; the cause is not
-        // found yet (noted for the next session).
+        // left ~650 KB in the FastStores against this 64 KiB capacity: the writer
+        // never waited for a stage lock that a transition held. It now waits past
+        // twice the capacity (`db/switch_tests.rs`).
         background: false,
         ..small()
     };

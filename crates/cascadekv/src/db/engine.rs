@@ -148,7 +148,7 @@ pub(crate) struct Engine {
 
 /// Bytes of index growth a slot accumulates before publishing them to the shared
 /// counter (keeps the shared cache line cold): 1/64 of the capacity, 1–256 KiB.
-fn publish_bytes(capacity: u64) -> u64 {
+pub(crate) fn publish_bytes(capacity: u64) -> u64 {
     (capacity / 64).clamp(1024, 256 * 1024)
 }
 
@@ -238,11 +238,17 @@ impl Engine {
     /// Freezes `old` (if still active) and installs a new active FastStore; `old`
     /// stays readable as the newest immutable stage (FluidKV Algorithm 3, lines 1–5).
     /// With `wait = false` gives up if another transition holds the stage lock.
+    ///
+    /// The size counters restart before the new FastStore is published, so every
+    /// byte written into it is counted; bytes of writes still finishing on `old` may
+    /// be counted too (an early switch, never a late one).
     pub(crate) fn switch(&self, old: &Arc<FastStore>, wait: bool) -> bool {
-        let switched = self.stages.freeze(old, wait, || self.new_faststore());
-        if switched {
+        let switched = self.stages.freeze(old, wait, || {
             self.active_bytes.store(0, Ordering::Release);
             self.active_log_bytes.store(0, Ordering::Release);
+            self.new_faststore()
+        });
+        if switched {
             self.counters.switches.fetch_add(1, Ordering::Relaxed);
             self.bg.wake();
         }

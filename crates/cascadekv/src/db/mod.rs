@@ -29,6 +29,8 @@ mod options;
 mod promote;
 pub(crate) mod recovery;
 mod slow;
+#[cfg(test)]
+mod switch_tests;
 
 pub(crate) use open::take_lock;
 mod snapshot;
@@ -274,9 +276,15 @@ impl Db {
                 let l = e.active_log_bytes.fetch_add(log, Ordering::AcqRel) + log;
                 let (dram_cap, log_cap) = e.switch_capacity();
                 if d >= dram_cap || l >= log_cap {
+                    // Past twice its capacity the writer waits for the stage lock: a
+                    // transition that holds it (a background switch or install,
+                    // preempted on a loaded host) must not let the active FastStore
+                    // grow without bound. Before this, one CI run (session 18) put
+                    // ~10x the capacity into one FastStore.
+                    let wait = d >= dram_cap.saturating_mul(2) || l >= log_cap.saturating_mul(2);
                     let fs = fs.clone();
                     drop(stages);
-                    e.switch(&fs, false);
+                    e.switch(&fs, wait);
                 }
             }
             return Ok(());
