@@ -118,7 +118,10 @@ fn record_dealloc(size: usize) {
 /// of a large in-memory index miss the TLB less on huge pages: 4 M keys, one thread,
 /// `readrandom` ran 13–35 % faster with them. So `cascade serve`, where a request
 /// costs far more in the network than in its lookup, turns them off, as Redis does by
-/// default (`disable-thp yes`); the other commands keep what the system gives.
+/// default (`disable-thp yes`); so does `cascade bench --durability sync`, whose
+/// writers wait on the device, not the TLB (session 19, 32 threads, alternating:
+/// fillrandom 100 B +7–9 %, YCSB load 1 KB +13–15 %, p99.9 lower in 5 of 6 pairs);
+/// the other commands keep what the system gives.
 #[must_use]
 pub fn choose_transparent_huge_pages(off_by_default: bool) -> bool {
     let off = match std::env::var("CASCADE_THP").as_deref() {

@@ -693,7 +693,7 @@ fn print_engine_stats(name: &str, engine: &dyn cascade_bench::engine::Engine) {
 
 /// Runs every engine of `a` through its workloads, then prints the table and writes
 /// the JSON and charts asked for; the process exit code.
-fn bench(a: &BenchArgs) -> Result<i32, String> {
+fn bench(a: &BenchArgs, thp_off: bool) -> Result<i32, String> {
     use cascade_bench::{micro, report, ycsb_run};
     let (workloads, cfg, opts) = bench_settings(a).map_err(|e| e.to_string())?;
     let mut reports: Vec<report::Report> = Vec::new();
@@ -766,6 +766,12 @@ fn bench(a: &BenchArgs) -> Result<i32, String> {
     if let Some(note) = zipf_note(&reports, cfg.zipf_constant) {
         println!("{note}");
     }
+    if thp_off {
+        println!(
+            "transparent huge pages were off in this process (as in `cascade serve`; \
+             CASCADE_THP=on keeps them)"
+        );
+    }
     println!("{}", report::table(&reports));
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&reports).map_err(|e| e.to_string())?;
@@ -815,11 +821,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn run() -> i32 {
     let cli = Cli::parse();
     // Before any thread starts: transparent huge pages off for the server, as Redis
-    // does, kept for the rest (`cascade_bench::alloc`; `CASCADE_THP=on|off` decides).
-    let _ = cascade_bench::alloc::choose_transparent_huge_pages(matches!(cli.cmd, Cmd::Serve(_)));
+    // does, and for benchmarks of durable writes, which run as the server does; kept
+    // for the rest (`cascade_bench::alloc`; `CASCADE_THP=on|off` decides).
+    let thp_off = match &cli.cmd {
+        Cmd::Serve(_) => true,
+        Cmd::Bench(a) => a.durability == "sync",
+        _ => false,
+    };
+    let thp_off = cascade_bench::alloc::choose_transparent_huge_pages(thp_off);
     // The bench reports its engines' errors as text, already labelled.
     let r = match cli.cmd {
-        Cmd::Bench(a) => bench(&a),
+        Cmd::Bench(a) => bench(&a, thp_off),
         cmd => exec(cmd).map_err(|e| e.to_string()),
     };
     match r {
