@@ -15,7 +15,8 @@
 //! replies is not served until they are sent, so held rounds, each a disjoint set of
 //! connections, may be released in any order. Which connections of a round wait and
 //! for what is `held.rs`; running a connection's commands (and parking blocking ones)
-//! is `exec.rs`; its socket reads, writes and input buffer are `io.rs`.
+//! is `exec.rs`; its socket reads, writes and input buffer are `io.rs`; its arrival,
+//! idle trimming, timeout and release are `conns.rs`.
 //! Otherwise all engine writes of this worker's clients go to this thread's exclusive
 //! log.
 //!
@@ -28,31 +29,28 @@
 //! Only this thread touches its connections; other threads reach it through the
 //! [`Inbox`] and its waker.
 
+mod conns;
 mod exec;
 mod held;
 mod io;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use self::exec::{execute, retry_parked, take_mail, take_script_reply, Env};
-use self::io::{
-    check_query_buffer, fit_input, publish_input, read_some, to_usize, write_some, IDLE_BUFFER,
-};
+use self::io::{check_query_buffer, fit_input, read_some, write_some};
 use crate::clients::Live;
 use crate::cmd::{Client, Commands};
 use crate::inbuf::InBuf;
 use crate::linger::Linger;
 use crate::metrics::WorkerStats;
-use crate::pubsub::Mailbox;
 use crate::resp::parse::Command;
 use crate::resp::parse::{Limits, Parser};
 use crate::resp::reply::Out;
@@ -304,121 +302,6 @@ impl Worker {
         self.shared.gate.stop();
     }
 
-    fn adopt(&mut self) {
-        let new: Vec<_> = std::mem::take(&mut *self.queue.lock());
-        let limits = Limits {
-            max_bulk: to_usize(self.shared.config.max_bulk.load(Ordering::Relaxed)),
-            max_args: to_usize(self.shared.config.max_args.load(Ordering::Relaxed)),
-        };
-        for (mut sock, peer, id) in new {
-            let token = Token(self.next_token);
-            self.next_token += 1;
-            if let Err(e) = self.poll.registry().register(
-                &mut sock,
-                token,
-                Interest::READABLE | Interest::WRITABLE,
-            ) {
-                eprintln!("cascade: cannot register a client: {e}");
-                self.forget(id);
-                continue;
-            }
-            let authed = self.shared.config.requirepass.lock().is_none();
-            let mut client = Client::new(id, peer.to_string(), authed);
-            // Publishers on any thread leave messages in the mailbox and wake us.
-            let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
-            client.mailbox = Mailbox::new(
-                id,
-                Arc::new(move || {
-                    woken.lock().push(token);
-                    let _ = waker.wake();
-                }),
-            );
-            // A REDIRECT target of client-side caching is found by its id.
-            self.shared.store.tracking().register(&client.mailbox);
-            let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
-            client.wake = Some(Arc::new(move || {
-                woken.lock().push(token);
-                let _ = waker.wake();
-            }));
-            self.conns.insert(
-                token,
-                Conn {
-                    sock,
-                    client,
-                    parser: Parser::new(if authed { limits } else { UNAUTHED }),
-                    inbuf: InBuf::default(),
-                    rpos: 0,
-                    out: Out::new(),
-                    wpos: 0,
-                    last_active: Instant::now(),
-                    eof: false,
-                    dead: false,
-                    wrote: false,
-                    awaiting: false,
-                    writer: false,
-                    reads: None,
-                    backlog: false,
-                    parked: None,
-                    hold: false,
-                    live: self.shared.clients.live(id),
-                    created: Instant::now(),
-                    peak: 0,
-                    last_resize: Instant::now(),
-                },
-            );
-        }
-    }
-
-    /// Drops a closed connection's registrations (parked, watched) and counts.
-    fn release(&mut self, c: &mut Conn) {
-        if let Some(p) = c.parked.take() {
-            self.shared.store.notify().unwait(p.seq);
-            self.shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
-            self.parked -= 1;
-        }
-        c.client.unwatch(&self.shared.store);
-        crate::cmd::pubsub::drop_all(&self.shared, &mut c.client);
-        crate::tracking::disconnect(&self.shared.store, &mut c.client);
-        self.forget(c.client.id);
-    }
-
-    /// Gives a connection that sent `PSYNC` to the replication threads
-    /// (`crate::replication::primary`): its pending replies are written first.
-    fn hand_over(&mut self, mut c: Conn) {
-        let _ = self.poll.registry().deregister(&mut c.sock);
-        self.release(&mut c);
-        let Some((replid, offset)) = c.client.repl.psync.take() else {
-            return;
-        };
-        let mut sock: std::net::TcpStream = c.sock.into();
-        if sock.set_nonblocking(false).is_err() || sock.write_all(&c.out.buf[c.wpos..]).is_err() {
-            return;
-        }
-        let ip = c.client.repl.ip.clone().unwrap_or_else(|| {
-            c.client
-                .addr
-                .parse::<SocketAddr>()
-                .map_or_else(|_| c.client.addr.clone(), |a| a.ip().to_string())
-        });
-        let hello = crate::replication::primary::Hello {
-            id: c.client.id,
-            ip,
-            port: c.client.repl.listening_port,
-            replid,
-            offset,
-            pending: c.inbuf.bytes()[c.rpos..].to_vec(),
-        };
-        crate::replication::primary::spawn(self.shared.clone(), sock, hello);
-    }
-
-    fn forget(&self, id: u64) {
-        self.shared.clients.remove(id);
-        self.shared
-            .metrics
-            .connected
-            .fetch_sub(1, Ordering::Relaxed);
-    }
-
     /// Reads, executes, group-commits, writes. Connections with work left are pushed
     /// to `again`.
     fn serve_round(&mut self, tokens: &[Token], again: &mut Vec<Token>, read: bool) {
@@ -526,45 +409,6 @@ impl Worker {
                     self.release(&mut c);
                 }
                 // A closed token left in `again` is skipped: it has no connection.
-            }
-        }
-    }
-
-    /// Clients idle for [`IDLE_BUFFER`] with no pending input give their input
-    /// buffer back (Redis frees the query buffer of idle clients too).
-    fn trim_idle(&mut self) {
-        for c in self.conns.values_mut() {
-            if c.rpos == c.inbuf.len()
-                && c.inbuf.capacity() > 0
-                && c.last_active.elapsed() >= IDLE_BUFFER
-            {
-                c.inbuf = InBuf::default();
-                c.rpos = 0;
-                publish_input(c);
-            }
-        }
-    }
-
-    fn close_idle(&mut self) {
-        let timeout = self.shared.config.timeout_secs.load(Ordering::Relaxed);
-        if timeout == 0 {
-            return;
-        }
-        let limit = Duration::from_secs(timeout);
-        let idle: Vec<Token> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.parked.is_none() && c.last_active.elapsed() > limit)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in idle {
-            if let Some(mut c) = self.conns.remove(&t) {
-                let _ = self.poll.registry().deregister(&mut c.sock);
-                self.release(&mut c);
-                self.shared
-                    .metrics
-                    .timed_out
-                    .fetch_add(1, Ordering::Relaxed);
             }
         }
     }
