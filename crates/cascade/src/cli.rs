@@ -122,7 +122,7 @@ enum Cmd {
         slow_dir: Option<PathBuf>,
     },
     /// Salvage a damaged store: keep every intact version, drop what is damaged, keep
-    /// the damaged store as DIR.damaged-<time> and write REPAIR-REPORT.txt there
+    /// the damaged store as DIR.damaged-TIMESTAMP and write REPAIR-REPORT.txt there
     /// listing exactly what was lost. Never run automatically. Exit status: 0 repaired
     /// (or nothing to repair), 2 failed.
     Repair {
@@ -131,7 +131,7 @@ enum Cmd {
         dir: PathBuf,
         /// The store's slow-tier directory (needed when it keeps data in a slow tier):
         /// its intact keys are salvaged too, the damaged one is kept beside it with a
-        /// .damaged-<time> suffix and the repaired store gets a new one in its place.
+        /// .damaged-TIMESTAMP suffix and the repaired store gets a new one in its place.
         #[arg(long)]
         slow_dir: Option<PathBuf>,
         /// With --slow-dir: the repaired store's fast budget, as the store is served

@@ -10,10 +10,10 @@
 //! without it they refuse (`InvalidArgument`) rather than report the whole tier as
 //! lost.
 //!
-//! * [`walk`] — the one read-only pass over every structure both tools share;
+//! * `walk` — the one read-only pass over every structure both tools share;
 //! * [`verify`](fn@verify) — the walk plus a copy-on-write open and full read;
 //! * [`repair`](fn@repair) — the walk feeding a new store, then a directory swap;
-//! * [`scrub`] — the background re-read of tables at a bounded rate.
+//! * `scrub` — the background re-read of tables at a bounded rate.
 //!
 //! What a flipped bit in each structure leads to is tabulated in docs/formats.md §9.
 
