@@ -22,6 +22,11 @@
 //! per-thread persists); with it, writes that arrive while the pipeline is full gather
 //! in `posted` and the next leader takes them all.
 //!
+//! Once groups are large (one in flight), a leader *lingers* before it steals: it
+//! yields while writers keep posting, up to half a recent persist ([`Group::linger`]),
+//! so the writers of the group just acknowledged join the next one instead of forming
+//! a third cohort behind it.
+//!
 //! Group logs: the generation has [`GROUP_LOGS`] slots no thread is bound to, and the
 //! would-be leader takes a free one (`try_lock`) *before* the leader lock; only the
 //! leader appends to a log (FluidKV's thread-exclusive logs, exclusive to a leader
@@ -50,7 +55,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -92,6 +97,9 @@ pub(crate) struct Group {
     /// Log bytes of recent groups: the largest, decaying by a 16th per group (set by
     /// leaders under `leader`).
     recent_bytes: AtomicU64,
+    /// Recent persist duration in nanoseconds, a moving average (set by persisting
+    /// leaders; read by [`Group::linger`]).
+    persist_ns: AtomicU64,
 }
 
 /// Groups that may persist at once. Unbounded, every writer that finds the leader
@@ -128,6 +136,12 @@ fn fixed_depth() -> Option<usize> {
     })
 }
 
+/// `CASCADE_GROUP_LINGER` (read once): `0` turns [`Group::linger`] off.
+fn linger_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("CASCADE_GROUP_LINGER").map_or(true, |v| v != "0"))
+}
+
 /// How long a waiting writer sleeps before it looks again without being woken (every
 /// path that can let it proceed unparks it; this only bounds the cost of a missed one).
 const SAFETY_WAIT: Duration = Duration::from_millis(2);
@@ -142,6 +156,7 @@ impl Group {
             inflight: AtomicUsize::new(0),
             last_size: AtomicUsize::new(0),
             recent_bytes: AtomicU64::new(0),
+            persist_ns: AtomicU64::new(0),
         }
     }
 
@@ -269,6 +284,7 @@ impl Group {
                 std::thread::park_timeout(SAFETY_WAIT);
                 continue;
             };
+            self.linger();
             let stolen: Vec<Arc<Request>> = {
                 let mut p = self.posted.lock();
                 let n = p.len().min(self.max);
@@ -295,7 +311,9 @@ impl Group {
             // group log).
             self.wake_next();
             // One persist for the whole group, outside the leader lock.
+            let began = Instant::now();
             let synced = log.writer.sync();
+            self.note_persist(began.elapsed());
             self.inflight.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = synced {
                 let msg = e.to_string();
@@ -323,6 +341,48 @@ impl Group {
             let _ = log.writer.ensure_room(room, class);
             drop(log);
         }
+    }
+
+    /// Before a leader of a large group steals the posted requests, it waits while
+    /// more keep arriving: up to half a recent persist, until none has come for an
+    /// eighth of one (yielding the CPU meanwhile, so the writers it waits for run).
+    ///
+    /// Why: with one group in flight (many writers, `room`), the writers of the group
+    /// that just finished need CPU to index their records and post again, and on a
+    /// small host that took longer than a persist. They then missed the next group and
+    /// the writers split into three cohorts taking turns — ~11 writes per persist at
+    /// 32 threads. Waiting for them merges the cohorts: ~29 writes per persist, 2.7×
+    /// fewer persists, and more throughput while the device is the bound (32-thread
+    /// `fillrandom --durability sync`: docs/benchmarks.md, session 19). Postgres's
+    /// `commit_delay` is the same idea, with a fixed delay; this one ends as soon as
+    /// the arrivals stop, and never runs for small groups (one writer waits for
+    /// nobody). `CASCADE_GROUP_LINGER=0` turns it off, to measure it.
+    fn linger(&self) {
+        if self.last_size.load(Ordering::Relaxed) < BIG_GROUP || !linger_enabled() {
+            return;
+        }
+        let persist = Duration::from_nanos(self.persist_ns.load(Ordering::Relaxed));
+        let (limit, quiet_for) = (persist / 2, persist / 8);
+        let start = Instant::now();
+        let mut seen = self.posted.lock().len();
+        let mut quiet = start;
+        while seen < self.max && start.elapsed() < limit {
+            std::thread::yield_now();
+            let n = self.posted.lock().len();
+            if n != seen {
+                (seen, quiet) = (n, Instant::now());
+            } else if quiet.elapsed() >= quiet_for {
+                break;
+            }
+        }
+    }
+
+    /// Folds a persist's duration into the recent one (a moving average, 1/8 weight).
+    fn note_persist(&self, took: Duration) {
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let old = self.persist_ns.load(Ordering::Relaxed);
+        let new = if old == 0 { ns } else { old - old / 8 + ns / 8 };
+        self.persist_ns.store(new, Ordering::Relaxed);
     }
 
     /// Wakes the oldest posted writer other than `me`, if the pipeline has room.
@@ -454,4 +514,41 @@ fn append_request(slot: &mut LogSlot, r: &Request) -> Result<Vec<u64>> {
     let mut addrs = super::write::LsnBuf::default();
     super::write::append_plain(slot, &ops, &r.lsns, r.batch, r.class, &mut addrs)?;
     Ok(addrs.as_slice().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The recent persist duration starts at the first one and then moves an eighth of
+    /// the way to each new one, so one slow flush does not set the linger alone.
+    #[test]
+    fn recent_persist_is_a_moving_average() {
+        let g = Group::new(32);
+        g.note_persist(Duration::from_micros(800));
+        assert_eq!(g.persist_ns.load(Ordering::Relaxed), 800_000);
+        g.note_persist(Duration::from_micros(0));
+        assert_eq!(g.persist_ns.load(Ordering::Relaxed), 700_000);
+        for _ in 0..200 {
+            g.note_persist(Duration::from_micros(100));
+        }
+        let ns = g.persist_ns.load(Ordering::Relaxed);
+        assert!((99_000..=101_000).contains(&ns), "{ns}");
+    }
+
+    /// A leader of a small group never lingers: with a recent persist of a whole
+    /// second, the call still returns at once (it would wait up to half a second).
+    #[test]
+    fn small_groups_do_not_linger() {
+        let g = Group::new(32);
+        g.note_persist(Duration::from_secs(1));
+        g.last_size.store(BIG_GROUP - 1, Ordering::Relaxed);
+        let t = Instant::now();
+        g.linger();
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+    }
 }
