@@ -3,7 +3,7 @@
 //!
 //! The parent test re-executes this binary as a child (`child_writer`, ignored unless
 //! `CKV_KILL_DIR` is set). The child opens the store (so kills also land during
-//! recovery) and runs two writer threads doing `Durability::Sync` puts, deletes and
+//! recovery) and runs two writer threads (`KILL_THREADS`) doing `Durability::Sync` puts, deletes and
 //! batches on keys they own. Before each write a thread appends PENDING entries to the
 //! oracle file, after the write returns Ok it appends ACK entries; each append is one
 //! `write_all` of whole 32-byte entries, which lives in the kernel once it returns and
@@ -22,7 +22,8 @@
 //! timing-dependent; an even seed also gives the store a slow tier, and a seed
 //! divisible by 4 runs it with popularity placement, one that is 2 mod 8 with gets
 //! reading it through `O_DIRECT`; writers also read their keys
-//! back and check them against their last acknowledged write), `KILL_TRACE=1`
+//! back and check them against their last acknowledged write), `KILL_THREADS` the
+//! number of writer threads (default 2), `KILL_TRACE=1`
 //! prints one timing line per cycle. On failure the
 //! store and oracle are kept and their path printed.
 
@@ -44,12 +45,21 @@ const ENV_DIR: &str = "CKV_KILL_DIR";
 /// Seed of the child's writer threads.
 const ENV_SEED: &str = "CKV_KILL_SEED";
 
-/// Key ids; thread `t` owns the ids with `id % THREADS == t`. Enough distinct keys
+/// Key ids; thread `t` owns the ids with `id % threads() == t`. Enough distinct keys
 /// that the 256 KiB FastStore capacity is reached and stages switch.
 const KEYS: u32 = 4000;
 /// Half of all single writes go to these ids, so keys also get many versions.
 const HOT: u32 = 200;
-const THREADS: u32 = 2;
+/// Writer threads: 2, or `KILL_THREADS` (1–32; the child inherits it). With 4 or more
+/// and an odd seed, groups reach the size at which a group-commit leader lingers for
+/// more writers (`faststore/group.rs`).
+fn threads() -> u32 {
+    std::env::var("KILL_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|t| (1..=32).contains(t))
+        .unwrap_or(2)
+}
 const MAX_VALUE: u64 = 300;
 
 const ENTRY: usize = 32;
@@ -329,7 +339,7 @@ fn child_main(root: &Path) -> Result<(), String> {
     )
     .map_err(|e| format!("creating marker: {e}"))?;
 
-    let mut nexts: Vec<Vec<u64>> = (0..THREADS).map(|_| next.clone()).collect();
+    let mut nexts: Vec<Vec<u64>> = (0..threads()).map(|_| next.clone()).collect();
     for session in 0u64.. {
         let limit = sessions.then(|| 100 + splitmix(seed ^ session) % 400);
         std::thread::scope(|s| {
@@ -361,7 +371,7 @@ fn child_main(root: &Path) -> Result<(), String> {
 
 fn pick_key(rng: &mut StdRng, t: u32) -> u32 {
     let range = if rng.gen_bool(0.5) { HOT } else { KEYS };
-    rng.gen_range(0..range / THREADS) * THREADS + t
+    rng.gen_range(0..range / threads()) * threads() + t
 }
 
 fn append(oracle: &File, buf: &[u8]) -> Result<(), String> {
