@@ -3,9 +3,10 @@
 //!
 //! The parent test re-executes this binary as a child (`child_writer`, ignored unless
 //! `CKV_KILL_DIR` is set). The child opens the store (so kills also land during
-//! recovery) and runs two writer threads (`KILL_THREADS`) doing `Durability::Sync` puts, deletes and
-//! batches on keys they own. Before each write a thread appends PENDING entries to the
-//! oracle file, after the write returns Ok it appends ACK entries; each append is one
+//! recovery) and runs writer threads (two; `KILL_THREADS`) doing `Durability::Sync`
+//! puts, deletes and batches on keys they own. Before each write a thread appends
+//! PENDING entries to the oracle file, after the write returns Ok it appends ACK
+//! entries; each append is one
 //! `write_all` of whole 32-byte entries, which lives in the kernel once it returns and
 //! so survives SIGKILL. The parent kills the child after 20–250 ms, opens the store and
 //! checks every key against the oracle:
@@ -54,11 +55,14 @@ const HOT: u32 = 200;
 /// and an odd seed, groups reach the size at which a group-commit leader lingers for
 /// more writers (`faststore/group.rs`).
 fn threads() -> u32 {
-    std::env::var("KILL_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|t| (1..=32).contains(t))
-        .unwrap_or(2)
+    static THREADS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::env::var("KILL_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|t| (1..=32).contains(t))
+            .unwrap_or(2)
+    })
 }
 const MAX_VALUE: u64 = 300;
 
