@@ -19,7 +19,6 @@ use super::io::{publish_input, to_usize, IDLE_BUFFER};
 use super::{Conn, Worker, UNAUTHED};
 use crate::cmd::Client;
 use crate::inbuf::InBuf;
-use crate::notify::WakeFn;
 use crate::pubsub::Mailbox;
 use crate::resp::parse::{Limits, Parser};
 use crate::resp::reply::Out;
@@ -45,17 +44,22 @@ impl Worker {
             }
             let authed = self.shared.config.requirepass.lock().is_none();
             let mut client = Client::new(id, peer.to_string(), authed);
-            // Publishers on any thread leave messages in the mailbox, and blocked
-            // commands are woken, through one hook that queues this token and wakes us.
+            // Publishers on any thread leave messages in the mailbox and wake us.
             let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
-            let wake: WakeFn = Arc::new(move || {
-                woken.lock().push(token);
-                let _ = waker.wake();
-            });
-            client.mailbox = Mailbox::new(id, wake.clone());
+            client.mailbox = Mailbox::new(
+                id,
+                Arc::new(move || {
+                    woken.lock().push(token);
+                    let _ = waker.wake();
+                }),
+            );
             // A REDIRECT target of client-side caching is found by its id.
             self.shared.store.tracking().register(&client.mailbox);
-            client.wake = Some(wake);
+            let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
+            client.wake = Some(Arc::new(move || {
+                woken.lock().push(token);
+                let _ = waker.wake();
+            }));
             self.conns.insert(
                 token,
                 Conn {
