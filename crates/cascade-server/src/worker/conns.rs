@@ -55,6 +55,8 @@ impl Worker {
             );
             // A REDIRECT target of client-side caching is found by its id.
             self.shared.store.tracking().register(&client.mailbox);
+            // Its own hook, not a clone of the mailbox's: one shared Arc made Redis's
+            // "BRPOPLPUSH with multiple blocked clients" hang (session 19, not traced).
             let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
             client.wake = Some(Arc::new(move || {
                 woken.lock().push(token);
