@@ -86,19 +86,98 @@ impl Notify {
             .push((id, dirty.clone()));
     }
 
-    /// Stops watching `keys` under `id`.
+    /// Stops watching `keys` under `id` (all the client's keys: UNWATCH, EXEC,
+    /// DISCARD, a closed connection). A key SWAPDB moved to the other physical
+    /// database after the caller qualified it is looked for by its user key.
     pub(crate) fn unwatch(&self, id: u64, keys: &[Vec<u8>]) {
         let mut w = self.watchers.lock();
         for k in keys {
+            let mut found = false;
             if let Some(list) = w.get_mut(k) {
                 let before = list.len();
                 list.retain(|(i, _)| *i != id);
+                found = before != list.len();
                 self.active.fetch_sub(before - list.len(), Ordering::AcqRel);
                 if list.is_empty() {
                     w.remove(k);
                 }
             }
+            if !found {
+                let user = k.get(2..).unwrap_or_default();
+                w.retain(|q, list| {
+                    if q.get(2..) == Some(user) {
+                        let before = list.len();
+                        list.retain(|(i, _)| *i != id);
+                        self.active.fetch_sub(before - list.len(), Ordering::AcqRel);
+                    }
+                    !list.is_empty()
+                });
+            }
         }
+    }
+
+    /// SWAPDB of the logical databases on physical `pa` and `pb`: watches and parked
+    /// clients stay with their logical database, as in Redis, so every registration
+    /// on one of the two moves to the other. Returns the registered keys now on either
+    /// (the caller touches those that exist on either side, as Redis's
+    /// `touchAllWatchedKeysInDb` and `scanDatabaseForReadyLists` do).
+    pub(crate) fn swap(&self, pa: u16, pb: u16) -> Vec<Vec<u8>> {
+        let (a, b) = (pa.to_be_bytes(), pb.to_be_bytes());
+        let flip = |q: &[u8]| -> Option<Vec<u8>> {
+            let to = match q.get(..2) {
+                Some(p) if p == a => b,
+                Some(p) if p == b => a,
+                _ => return None,
+            };
+            let mut n = q.to_vec();
+            n[..2].copy_from_slice(&to);
+            Some(n)
+        };
+        let mut moved = Vec::new();
+        {
+            let mut w = self.watchers.lock();
+            let keys: Vec<Vec<u8>> = w.keys().filter(|q| flip(q).is_some()).cloned().collect();
+            let mut taken: Vec<(Vec<u8>, Vec<Watcher>)> = keys
+                .into_iter()
+                .filter_map(|q| w.remove(&q).map(|l| (q, l)))
+                .collect();
+            for (q, list) in taken.drain(..) {
+                if let Some(n) = flip(&q) {
+                    moved.push(n.clone());
+                    w.entry(n).or_default().extend(list);
+                }
+            }
+        }
+        {
+            let mut guard = self.waiters.lock();
+            let wt = &mut *guard;
+            let keys: Vec<Vec<u8>> = wt
+                .by_key
+                .keys()
+                .filter(|q| flip(q).is_some())
+                .cloned()
+                .collect();
+            let taken: Vec<(Vec<u8>, Vec<u64>)> = keys
+                .into_iter()
+                .filter_map(|q| wt.by_key.remove(&q).map(|l| (q, l)))
+                .collect();
+            for (q, seqs) in taken {
+                if let Some(n) = flip(&q) {
+                    moved.push(n.clone());
+                    wt.by_key.entry(n).or_default().extend(seqs);
+                }
+            }
+            for t in wt.turns.values_mut() {
+                for k in &mut t.keys {
+                    if let Some(n) = flip(k) {
+                        *k = n;
+                    }
+                }
+            }
+        }
+        moved.sort_unstable();
+        moved.dedup();
+        moved
     }
 
     /// Parks a client on `keys`: `wake` runs when one of them changes. Returns its

@@ -229,7 +229,31 @@ impl Store {
             self.feed
                 .append(&crate::replication::record::encode_swap(a, b));
         }
+        self.swap_registrations(a, b);
         Ok(())
+    }
+
+    /// After SWAPDB of logical `a` and `b` (now on physical `pb` and `pa`): WATCH and
+    /// parked clients follow their logical database, and every watched or awaited key
+    /// that exists on either side counts as changed (Redis's rule: a watcher's EXEC
+    /// fails, a parked client runs again and finds what the swap brought).
+    pub(crate) fn swap_registrations(&self, a: usize, b: usize) {
+        if !self.notify.active() {
+            return;
+        }
+        let (Some(pb), Some(pa)) = (self.dbs.physical(a), self.dbs.physical(b)) else {
+            return;
+        };
+        let moved = self.notify.swap(pa, pb);
+        let (in_a, in_b) = (Tx::on_physical(self, pa), Tx::on_physical(self, pb));
+        let live = |k: &[u8]| {
+            in_a.meta(k).ok().flatten().is_some() || in_b.meta(k).ok().flatten().is_some()
+        };
+        let changed: Vec<Vec<u8>> = moved
+            .into_iter()
+            .filter(|q| live(q.get(2..).unwrap_or_default()))
+            .collect();
+        self.notify.touched(&changed);
     }
 
     /// The replication stream of commits.
@@ -268,6 +292,12 @@ impl Store {
     /// Keys per hash slot of physical database 0, if kept.
     pub(crate) fn slot_counts(&self) -> Option<&SlotCounts> {
         self.slots.get()
+    }
+
+    /// True in cluster mode (the per-slot counts are kept exactly then, from start):
+    /// only database 0 is served, so MOVE, SWAPDB and COPY ... DB refuse.
+    pub(crate) fn cluster_mode(&self) -> bool {
+        self.slots.get().is_some()
     }
 
     /// A key as the WATCH and blocking registries know it: qualified by its
@@ -422,7 +452,7 @@ impl Store {
             ..
         } = tx;
         let _feed = self.feed.enter();
-        let changes = flushed.is_some() || !writes.is_empty();
+        let changes = flushed.any() || !writes.is_empty();
         if changes && self.feed.is_replica() {
             return Err(CmdError::Msg(
                 "READONLY You can't write against a read only replica.".into(),
@@ -439,17 +469,40 @@ impl Store {
         let record = (changes && self.feed.active()).then(|| {
             let mut counts = vec![(phys, dkeys, dexpires)];
             counts.extend(foreign.iter().copied());
-            crate::replication::record::encode_commit(
-                flushed.map_or(0, |all| if all { 2 } else { 1 }),
+            // FLUSHDB of other databases than the last one (SELECT inside MULTI):
+            // a flush-only record each, ahead of the one that carries the writes (a
+            // flushed database's pending writes all came after its flush).
+            let mut records: Vec<Vec<u8>> = if flushed.all {
+                Vec::new()
+            } else {
+                let none: [(&[u8], Option<&[u8]>); 0] = [];
+                flushed
+                    .dbs
+                    .iter()
+                    .filter(|&&p| p != phys)
+                    .map(|&p| {
+                        crate::replication::record::encode_commit(1, p, none.into_iter(), &[], &[])
+                    })
+                    .collect()
+            };
+            let kind = if flushed.all {
+                2
+            } else {
+                u8::from(flushed.dbs.contains(&phys))
+            };
+            records.push(crate::replication::record::encode_commit(
+                kind,
                 phys,
                 writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())),
                 &counts,
                 &events,
-            )
+            ));
+            records
         });
         // The engine writes; numbered once they are in (even if one failed halfway),
         // while the caller's stripe locks are held (`visible.rs`).
-        let applied = self.apply(phys, flushed, writes);
+        let flushed_any = flushed.any();
+        let applied = self.apply(flushed, writes);
         if changes {
             self.seqs.wrote();
         }
@@ -463,7 +516,7 @@ impl Store {
                 sc.add(slot, d);
             }
         }
-        if let Some(r) = record {
+        for r in record.into_iter().flatten() {
             self.feed.append(&r);
         }
         self.notify.touched(&touched);
@@ -475,7 +528,7 @@ impl Store {
         }
         // Client-side caching: invalidations, still under the command's stripe locks
         // (`crate::tracking`).
-        if flushed.is_some() {
+        if flushed_any {
             self.tracking.flush(&self.pubsub);
         }
         if !invalid.is_empty() {
@@ -485,17 +538,12 @@ impl Store {
     }
 
     /// [`Store::commit`]'s engine part: the flush, then the writes.
-    fn apply(
-        &self,
-        phys: u16,
-        flushed: Option<bool>,
-        writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    ) -> CmdResult<()> {
-        if let Some(all) = flushed {
-            let targets: Vec<u16> = if all {
+    fn apply(&self, flushed: Flushed, writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>) -> CmdResult<()> {
+        if flushed.any() {
+            let targets: Vec<u16> = if flushed.all {
                 self.dbs.physical_ids().collect()
             } else {
-                vec![phys]
+                flushed.dbs
             };
             for p in targets {
                 // Watched keys and keys parked clients wait on (a flush wakes them).
@@ -629,6 +677,26 @@ fn db_bounds(pre: &[u8]) -> (Vec<u8>, Option<Vec<u8>>) {
     }
 }
 
+/// What FLUSHDB and FLUSHALL emptied in one transaction.
+#[derive(Debug, Default)]
+struct Flushed {
+    /// FLUSHALL: every database.
+    all: bool,
+    /// Physical databases FLUSHDB emptied (SELECT inside MULTI can make it several).
+    dbs: Vec<u16>,
+}
+
+impl Flushed {
+    fn any(&self) -> bool {
+        self.all || !self.dbs.is_empty()
+    }
+
+    /// True if physical database `p` was emptied.
+    fn covers(&self, p: u16) -> bool {
+        self.all || self.dbs.contains(&p)
+    }
+}
+
 /// How a command came to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RunKind {
@@ -654,10 +722,10 @@ pub(crate) struct Tx<'s> {
     now: u64,
     /// Live and absent keys [`Tx::meta`] found (hits, misses).
     lookups: std::cell::Cell<(u64, u64)>,
-    /// FLUSHDB (`Some(false)`) or FLUSHALL (`Some(true)`) ran: the engine's contents
-    /// are gone for this transaction's reads, and are deleted at commit before its
-    /// writes are applied.
-    flushed: Option<bool>,
+    /// The databases FLUSHDB or FLUSHALL emptied: their engine contents are gone for
+    /// this transaction's reads, and are deleted at commit before its writes are
+    /// applied.
+    flushed: Flushed,
     /// The logical database (`SELECT`) this transaction reads and writes.
     db: usize,
     /// Its physical database, and that database's engine-key prefix.
@@ -717,7 +785,7 @@ impl<'s> Tx<'s> {
             dexpires: 0,
             now: now_ms(),
             lookups: std::cell::Cell::new((0, 0)),
-            flushed: None,
+            flushed: Flushed::default(),
             touched: Vec::new(),
             events: Vec::new(),
             changes: Vec::new(),
@@ -738,7 +806,7 @@ impl<'s> Tx<'s> {
 
     /// Whether committing it writes anything (puts, deletes or a flush).
     pub(crate) fn writes_pending(&self) -> bool {
-        self.flushed.is_some() || !self.writes.is_empty()
+        self.flushed.any() || !self.writes.is_empty()
     }
 
     /// True if some client tracks keys (client-side caching): reads are to be
@@ -814,14 +882,23 @@ impl<'s> Tx<'s> {
 
     /// FLUSHDB: every key goes, atomically with the rest of this transaction.
     pub(crate) fn flush(&mut self) {
-        self.writes.clear();
+        // Only this database's pending writes go: a MULTI block may have written
+        // others before a SELECT.
+        let (lo, hi) = db_bounds(&self.pre);
+        self.writes
+            .retain(|k, _| k < &lo || hi.as_ref().is_some_and(|h| k >= h));
         // Keys counted so far are gone with the rest (the flush zeroes database 0's
         // slot counts at the commit).
         if self.phys == 0 {
             self.slot_deltas.clear();
         }
-        self.flushed = Some(false);
-        // Counts restart from zero at the commit's flush.
+        if !self.flushed.dbs.contains(&self.phys) {
+            self.flushed.dbs.push(self.phys);
+        }
+        // Counts restart from zero at the commit's flush, also those kept for this
+        // database before a SELECT.
+        let phys = self.phys;
+        self.foreign.retain(|&(p, _, _)| p != phys);
         self.dkeys = 0;
         self.dexpires = 0;
     }
@@ -830,8 +907,10 @@ impl<'s> Tx<'s> {
     /// transaction.
     pub(crate) fn flush_all(&mut self) {
         self.flush();
+        self.writes.clear();
+        self.foreign.clear();
         self.slot_deltas.clear();
-        self.flushed = Some(true);
+        self.flushed.all = true;
     }
 
     /// The logical database this transaction works on.
@@ -872,8 +951,16 @@ impl<'s> Tx<'s> {
         pk.extend_from_slice(k);
         match self.writes.get(&pk) {
             Some(v) => Ok(v.clone()),
-            None if self.flushed == Some(true) => Ok(None),
+            None if self.flushed.covers(p) => Ok(None),
             None => Ok(self.store.db.get(&pk)?),
+        }
+    }
+
+    /// `key` of physical database `p` changes (MOVE's destination): its watchers
+    /// and the clients parked on it there hear of it.
+    pub(crate) fn touch_in(&mut self, p: u16, key: &[u8]) {
+        if self.store.notify.active() {
+            self.touched.push(qualified(p, key));
         }
     }
 
@@ -920,12 +1007,19 @@ impl<'s> Tx<'s> {
 
     /// Keys as this transaction sees them (DBSIZE).
     pub(crate) fn key_count(&self) -> i64 {
-        let base = if self.flushed.is_some() {
+        let base = if self.flushed.covers(self.phys) {
             0
         } else {
             self.store.dbs.keys(self.phys)
         };
-        (base + self.dkeys).max(0)
+        // Keys this block created here before a SELECT away and back.
+        let earlier: i64 = self
+            .foreign
+            .iter()
+            .filter(|&&(p, _, _)| p == self.phys)
+            .map(|&(_, k, _)| k)
+            .sum();
+        (base + earlier + self.dkeys).max(0)
     }
 
     fn touch(&mut self, key: &[u8], removed: bool) {
@@ -936,6 +1030,12 @@ impl<'s> Tx<'s> {
         if self.replicating || self.store.pubsub.events.publishing() {
             self.changes.push((key.to_vec(), Some(removed)));
         }
+    }
+
+    /// Drops what was recorded of changes to `key` for [`Tx::take_changes`] (a
+    /// command that raises the key's events itself: COPY into another database).
+    pub(crate) fn forget_changes_of(&mut self, key: &[u8]) {
+        self.changes.retain(|(k, _)| k != key);
     }
 
     /// The user keys changed since the last call, each once in first-change order,
@@ -964,7 +1064,7 @@ impl<'s> Tx<'s> {
         let k = self.pk(k);
         match self.writes.get(k.as_ref()) {
             Some(v) => Ok(v.clone()),
-            None if self.flushed.is_some() => Ok(None),
+            None if self.flushed.covers(self.phys) => Ok(None),
             None => Ok(self.store.db.get(&k)?),
         }
     }
@@ -974,7 +1074,7 @@ impl<'s> Tx<'s> {
         let k = self.pk(k);
         match self.writes.get(k.as_ref()) {
             Some(v) => Ok(v.is_some()),
-            None if self.flushed.is_some() => Ok(false),
+            None if self.flushed.covers(self.phys) => Ok(false),
             None => Ok(self.store.db.get(&k)?.is_some()),
         }
     }
@@ -1060,7 +1160,7 @@ impl<'s> Tx<'s> {
             | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
             _ => false,
         };
-        let db = if self.flushed.is_some() {
+        let db = if self.flushed.covers(self.phys) {
             None
         } else {
             Some(self.store.db.iter_bounds(lo.clone(), hi.clone())?)
@@ -1091,7 +1191,7 @@ impl<'s> Tx<'s> {
             ))
             .next()
             .is_some();
-        if self.flushed.is_some() || pending || !self.pre.is_empty() {
+        if self.flushed.covers(self.phys) || pending || !self.pre.is_empty() {
             return self
                 .range(Bound::Included(lo.to_vec()), hi_b)?
                 .take(limit)

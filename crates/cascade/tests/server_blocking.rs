@@ -109,3 +109,83 @@ fn a_writer_hears_back_after_the_clients_it_woke() {
         int(&mut r, &["DEL", "l3"]);
     }
 }
+
+fn ok(c: &mut Client, args: &[&str]) {
+    assert_eq!(c.cmd(args), Reply::Simple("OK".into()), "{args:?}");
+}
+
+/// Blocked clients and WATCH stay with their logical database across SWAPDB, as in
+/// Redis: a swap that brings the awaited key wakes the client (with no timeout it
+/// would otherwise wait forever), and MOVE into a database wakes a client there.
+#[test]
+fn swapdb_and_move_wake_parked_clients_of_the_logical_database() {
+    let srv = Server::start(&[]);
+    let mut r = srv.connect();
+    let mut w = srv.connect();
+    ok(&mut r, &["SELECT", "1"]);
+    int(&mut r, &["RPUSH", "k", "hello"]);
+    ok(&mut w, &["SELECT", "9"]);
+    w.send(&[b"BRPOP", b"k", b"0"]);
+    wait_blocked(&mut r, 1);
+    ok(&mut r, &["SWAPDB", "1", "9"]);
+    assert!(
+        w.reply_within(Duration::from_secs(5)),
+        "SWAPDB did not wake"
+    );
+    assert_eq!(
+        w.read(),
+        Some(Reply::Array(Some(vec![bulk("k"), bulk("hello")])))
+    );
+    // Parked in 9 again; a swap brings nothing (the key is in neither): still parked.
+    w.send(&[b"BRPOP", b"k", b"0"]);
+    wait_blocked(&mut r, 1);
+    ok(&mut r, &["SWAPDB", "1", "9"]);
+    // After the swap, logical 9 is the other physical database: a push there wakes.
+    ok(&mut r, &["SELECT", "2"]);
+    int(&mut r, &["RPUSH", "k", "moved"]);
+    assert_eq!(int(&mut r, &["MOVE", "k", "9"]), 1);
+    assert!(w.reply_within(Duration::from_secs(5)), "MOVE did not wake");
+    assert_eq!(
+        w.read(),
+        Some(Reply::Array(Some(vec![bulk("k"), bulk("moved")])))
+    );
+}
+
+#[test]
+fn swapdb_and_move_touch_watched_keys() {
+    let srv = Server::start(&[]);
+    let mut r = srv.connect();
+    let mut w = srv.connect();
+    let exec = |w: &mut Client| {
+        ok(w, &["MULTI"]);
+        assert_eq!(w.cmd(&["PING"]), Reply::Simple("QUEUED".into()));
+        w.cmd(&["EXEC"])
+    };
+    // A watched key that exists: the swap changes it.
+    ok(&mut w, &["SET", "x", "30"]);
+    ok(&mut w, &["WATCH", "x"]);
+    ok(&mut r, &["SWAPDB", "0", "1"]);
+    assert_eq!(exec(&mut w), Reply::Array(None));
+    // A missing key the swap brings.
+    ok(&mut w, &["WATCH", "x"]);
+    ok(&mut r, &["SWAPDB", "0", "1"]);
+    assert_eq!(exec(&mut w), Reply::Array(None));
+    // A key in neither database: the swap changes nothing, and the watch now
+    // follows database 0 (the other physical database): a write there counts.
+    ok(&mut w, &["WATCH", "nope"]);
+    ok(&mut r, &["SWAPDB", "0", "1"]);
+    assert_eq!(
+        exec(&mut w),
+        Reply::Array(Some(vec![Reply::Simple("PONG".into())]))
+    );
+    ok(&mut w, &["WATCH", "nope"]);
+    ok(&mut r, &["SWAPDB", "0", "1"]);
+    ok(&mut r, &["SET", "nope", "1"]);
+    assert_eq!(exec(&mut w), Reply::Array(None));
+    // MOVE into the watching client's database.
+    ok(&mut w, &["SELECT", "3"]);
+    ok(&mut w, &["WATCH", "m"]);
+    ok(&mut r, &["SET", "m", "v"]);
+    assert_eq!(int(&mut r, &["MOVE", "m", "3"]), 1);
+    assert_eq!(exec(&mut w), Reply::Array(None));
+}

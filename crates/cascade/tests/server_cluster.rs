@@ -277,6 +277,21 @@ fn topology_commands_and_bad_input() {
         "ERR SELECT is not allowed in cluster mode"
     );
     assert_eq!(ok(&mut a, &["SELECT", "0"]), "OK");
+    // Only database 0 exists in cluster mode.
+    assert_eq!(
+        err(&mut a, &["SWAPDB", "0", "1"]),
+        "ERR SWAPDB is not allowed in cluster mode"
+    );
+    assert_eq!(
+        err(&mut a, &["MOVE", "{b}1", "1"]),
+        "ERR MOVE is not allowed in cluster mode"
+    );
+    assert_eq!(
+        err(&mut a, &["COPY", "{b}1", "{b}3", "DB", "1"]),
+        "ERR Copying to another database is not allowed in cluster mode"
+    );
+    assert_eq!(int(&mut a, &["COPY", "{b}1", "{b}3", "DB", "0"]), 1);
+    assert_eq!(int(&mut a, &["DEL", "{b}3"]), 1);
     // MULTI: a queued command for another node flags the transaction; keys of two
     // slots in one EXEC are CROSSSLOT and discard it.
     assert_eq!(ok(&mut a, &["MULTI"]), "OK");

@@ -152,6 +152,24 @@ fn full_sync_then_stream_of_every_type() {
     assert_eq!(p.cmd(&["FLUSHDB"]), Reply::Simple("OK".into()));
     p.cmd(&["SELECT", "0"]);
     assert_eq!(p.cmd(&["SWAPDB", "3", "5"]), Reply::Simple("OK".into()));
+    // One MULTI block that writes database 0, flushes database 9 and writes there
+    // after the flush: the replica must flush 9 only (one record per flushed
+    // database), and COPY into another database.
+    p.cmd(&["SELECT", "9"]);
+    fill(&mut p, "nine");
+    p.cmd(&["SELECT", "0"]);
+    assert_eq!(p.cmd(&["MULTI"]), Reply::Simple("OK".into()));
+    for c in [
+        &["SET", "m:0", "before"][..],
+        &["SELECT", "9"],
+        &["FLUSHDB"],
+        &["SET", "m:9", "after"],
+        &["SELECT", "0"],
+        &["COPY", "h:after", "h:copy", "DB", "4"],
+    ] {
+        assert_eq!(p.cmd(c), Reply::Simple("QUEUED".into()), "{c:?}");
+    }
+    assert!(matches!(p.cmd(&["EXEC"]), Reply::Array(Some(v)) if v.len() == 6));
     p.cmd(&["SET", "short", "v", "PX", "200"]);
     p.cmd(&["LPOP", "l:after"]);
     p.cmd(&["HDEL", "h:after", "f1"]);
@@ -166,6 +184,12 @@ fn full_sync_then_stream_of_every_type() {
     assert_eq!(dp, dr);
     assert!(dr.iter().any(|l| l.starts_with("5 s:db3 string")), "{dr:?}");
     assert!(dr.iter().any(|l| l == "7 dbsize=0"), "{dr:?}");
+    assert!(dr.iter().any(|l| l == "9 dbsize=1"), "{dr:?}");
+    assert!(
+        dr.iter().any(|l| l.starts_with("0 m:0 string before")),
+        "{dr:?}"
+    );
+    assert!(dr.iter().any(|l| l.starts_with("4 h:copy hash")), "{dr:?}");
 
     // Roles and read-only replicas.
     assert_eq!(

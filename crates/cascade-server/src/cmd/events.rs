@@ -348,4 +348,31 @@ mod tests {
         let got = events(&mut k, "", &[&["SET", "b", "1"]]);
         assert!(got.is_empty());
     }
+
+    /// A script's writes publish what the same commands from a client would, in the
+    /// database the script selected (database 3's event is not on this channel);
+    /// COPY into another database publishes `copy_to` there, not here.
+    #[test]
+    fn scripts_and_cross_database_copy_publish_events() {
+        let mut k = Kit::new();
+        let got = events(
+            &mut k,
+            "KA",
+            &[
+                &[
+                    "EVAL",
+                    "redis.call('set', KEYS[1], 'v'); redis.call('select', 3); \
+                     redis.call('set', KEYS[1], 'w'); return 1",
+                    "1",
+                    "s",
+                ],
+                &["COPY", "s", "c", "DB", "4"],
+                &["COPY", "s", "c"],
+            ],
+        );
+        assert_eq!(got, vec!["s Str(set", "c Str(copy_to"]);
+        k.expect(&["GET", "s"], "$1\r\nv\r\n");
+        k.ok(&["SELECT", "3"]);
+        k.expect(&["GET", "s"], "$1\r\nw\r\n");
+    }
 }

@@ -80,9 +80,10 @@ pub(crate) struct Client {
     pub(crate) multi: Option<Vec<Command>>,
     /// A command failed to queue: EXEC answers EXECABORT.
     pub(crate) multi_failed: bool,
-    /// Watched keys, qualified by database (`Store::qualify`), each with whether it
-    /// was live at WATCH time.
-    pub(crate) watched: Vec<(Vec<u8>, bool)>,
+    /// Watched keys: the logical database, the key, and whether it was live at WATCH
+    /// time. The registrations in `notify.rs` are qualified by the physical database
+    /// (`Store::qualify`), which SWAPDB changes: they are found again through this.
+    pub(crate) watched: Vec<(usize, Vec<u8>, bool)>,
     /// The selected database (`SELECT`).
     pub(crate) db: usize,
     /// Set when a watched key changes (`notify.rs`).
@@ -164,7 +165,11 @@ impl Client {
     /// Forgets every watched key.
     pub(crate) fn unwatch(&mut self, store: &Store) {
         if !self.watched.is_empty() {
-            let keys: Vec<Vec<u8>> = self.watched.drain(..).map(|(k, _)| k).collect();
+            let keys: Vec<Vec<u8>> = self
+                .watched
+                .drain(..)
+                .map(|(db, k, _)| store.qualify(db, &k))
+                .collect();
             store.notify().unwatch(self.id, &keys);
         }
         self.dirty.store(false, Ordering::Release);

@@ -102,15 +102,25 @@ fn watch(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
     let store = &ctx.shared.store;
-    let probe = Tx::in_db(store, ctx.client.db);
+    let db = ctx.client.db;
+    // Under the keys' stripe locks: SWAPDB (all stripes) cannot change the database
+    // map between qualifying a key and registering it.
+    let _locks = store.lock_many(c.args().skip(1));
+    let probe = Tx::in_db(store, db);
     for k in c.args().skip(1) {
-        let q = store.qualify(ctx.client.db, k);
-        if ctx.client.watched.iter().any(|(w, _)| *w == q) {
+        if ctx
+            .client
+            .watched
+            .iter()
+            .any(|(d, w, _)| *d == db && w == k)
+        {
             continue;
         }
         let live = probe.meta(k)?.is_some();
-        store.notify().watch(ctx.client.id, &q, &ctx.client.dirty);
-        ctx.client.watched.push((q, live));
+        store
+            .notify()
+            .watch(ctx.client.id, &store.qualify(db, k), &ctx.client.dirty);
+        ctx.client.watched.push((db, k.to_vec(), live));
     }
     reply::ok(ctx.out);
     Ok(())
@@ -156,23 +166,13 @@ fn exec(ctx: &mut Ctx<'_>, _c: &Command) -> CmdResult<()> {
             }
         }
         // A watched key is qualified by its database: its stripe is the user key's.
-        keys.extend(
-            ctx.client
-                .watched
-                .iter()
-                .map(|(k, _)| k.get(2..).unwrap_or_default()),
-        );
+        keys.extend(ctx.client.watched.iter().map(|(_, k, _)| k.as_slice()));
         store.lock_many(keys)
     };
     // Under the locks: no watched key can change between this check and the commit.
     let mut dirty = ctx.client.dirty.load(Ordering::Acquire);
-    for (q, was_live) in &ctx.client.watched {
-        let (p, k) = q.split_at(2.min(q.len()));
-        let phys = u16::from_be_bytes([
-            p.first().copied().unwrap_or(0),
-            p.get(1).copied().unwrap_or(0),
-        ]);
-        if *was_live && Tx::on_physical(store, phys).meta(k)?.is_none() {
+    for (db, k, was_live) in &ctx.client.watched {
+        if *was_live && Tx::in_db(store, *db).meta(k)?.is_none() {
             dirty = true;
         }
     }

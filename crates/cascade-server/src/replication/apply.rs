@@ -122,6 +122,7 @@ pub(crate) fn apply_records(
                     return Err(CmdError::err("SWAPDB of a database this node lacks"));
                 }
                 store.dbs().swap(a, b);
+                store.swap_registrations(a, b);
                 batch.put(crate::databases::MAP_KEY.to_vec(), store.dbs().encode());
                 pending = true;
             }

@@ -149,7 +149,10 @@ pub(crate) fn call(
         resp3: run.resp3.get(),
     };
     let res = match spec.run {
-        Run::Data(f) => f(&mut run.tx, &cmd, &mut out),
+        // Keyspace notifications of a script's writes, as for the same command sent
+        // by a client (published at the script's commit).
+        Run::Data(f) => f(&mut run.tx, &cmd, &mut out)
+            .map(|()| crate::cmd::events::record(&mut run.tx, &spec, &cmd)),
         Run::Ctl(f) => {
             let mut ctx = Ctx {
                 shared: run.shared,
@@ -157,7 +160,12 @@ pub(crate) fn call(
                 client: &mut run.client,
                 out: &mut out,
             };
-            f(&mut ctx, &cmd)
+            let ran = f(&mut ctx, &cmd);
+            // SELECT inside a script: its later commands use that database (the
+            // caller's own stays as it was, as in Redis 7).
+            let selected = run.client.db;
+            run.tx.switch_db(selected);
+            ran
         }
     };
     match res {

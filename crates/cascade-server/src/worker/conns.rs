@@ -55,8 +55,11 @@ impl Worker {
             );
             // A REDIRECT target of client-side caching is found by its id.
             self.shared.store.tracking().register(&client.mailbox);
-            // Its own hook, not a clone of the mailbox's: one shared Arc made Redis's
-            // "BRPOPLPUSH with multiple blocked clients" hang (session 19, not traced).
+            // Scripts and WAIT wake the connection through this hook (same body as the
+            // mailbox's). Session 19 blamed sharing one Arc for a hang of Redis's
+            // "BRPOPLPUSH with multiple blocked clients"; that test depends on the order
+            // in which two connections' commands arrive (docs/redis-compat.md) and
+            // hangs now and then with either.
             let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
             client.wake = Some(Arc::new(move || {
                 woken.lock().push(token);

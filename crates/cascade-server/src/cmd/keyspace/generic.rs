@@ -90,16 +90,25 @@ pub(crate) static SPECS: &[Spec] = &[
     ),
 ];
 
-/// Writes a copy of `src` (metadata `m`) at `dst`, which the caller has cleared.
-fn copy_entries(tx: &mut Tx<'_>, src: &[u8], dst: &[u8], m: &Meta) -> CmdResult<()> {
+/// The element entries of `src` (metadata `m`), keyed as `dst`'s.
+fn entries_as(tx: &Tx<'_>, src: &[u8], dst: &[u8], m: &Meta) -> CmdResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
     for &ns in m.ty.spaces() {
         let from = sub_prefix(ns, src);
         let to = sub_prefix(ns, dst);
         for (k, v) in tx.prefix_scan(&from, usize::MAX)? {
             let mut nk = to.clone();
             nk.extend_from_slice(&k[from.len()..]);
-            tx.put(nk, v);
+            out.push((nk, v));
         }
+    }
+    Ok(out)
+}
+
+/// Writes a copy of `src` (metadata `m`) at `dst`, which the caller has cleared.
+fn copy_entries(tx: &mut Tx<'_>, src: &[u8], dst: &[u8], m: &Meta) -> CmdResult<()> {
+    for (k, v) in entries_as(tx, src, dst, m)? {
+        tx.put(k, v);
     }
     tx.set_meta(dst, None, m);
     Ok(())
@@ -137,8 +146,13 @@ fn renamenx(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     Ok(())
 }
 
+/// COPY source destination [DB n] [REPLACE]. Into another database, the copy is
+/// written there in the same batch (the transaction moves to that database for it and
+/// back), and `copy_to` is raised there, as in Redis.
 fn copy(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let (src, dst) = (c.arg(1), c.arg(2));
+    let here = tx.db();
+    let mut to_db = here;
     let mut replace = false;
     let mut i = 3;
     while i < c.len() {
@@ -146,31 +160,74 @@ fn copy(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
             replace = true;
             i += 1;
         } else if is(c.arg(i), "db") && i + 1 < c.len() {
-            if crate::cmd::int_arg(c.arg(i + 1))? != 0 {
-                return Err(CmdError::err("DB index is out of range"));
-            }
+            let n = crate::cmd::int_arg(c.arg(i + 1))?;
+            to_db = usize::try_from(n)
+                .ok()
+                .filter(|&n| n < tx.store().dbs().count())
+                .ok_or_else(|| CmdError::err("DB index is out of range"))?;
             i += 2;
         } else {
             return Err(CmdError::Syntax);
         }
     }
+    if to_db != here && tx.store().cluster_mode() {
+        return Err(CmdError::err(
+            "Copying to another database is not allowed in cluster mode",
+        ));
+    }
     let Some(m) = tx.begin(src)? else {
         reply::int(out, 0);
         return Ok(());
     };
-    if src == dst {
+    if src == dst && to_db == here {
         return Err(CmdError::err("source and destination objects are the same"));
     }
+    if to_db == here {
+        if let Some(old) = tx.begin(dst)? {
+            if !replace {
+                reply::int(out, 0);
+                return Ok(());
+            }
+            tx.remove(dst, &old)?;
+        }
+        copy_entries(tx, src, dst, &m)?;
+        reply::int(out, 1);
+        return Ok(());
+    }
+    // Read here, write there.
+    let entries = entries_as(tx, src, dst, &m)?;
+    tx.switch_db(to_db);
+    let copied = copy_there(tx, dst, &m, entries, replace);
+    tx.switch_db(here);
+    let copied = copied?;
+    reply::int(out, i64::from(copied));
+    Ok(())
+}
+
+/// COPY's write into the other database, which `tx` is on: false if `dst` exists
+/// there and `replace` is off.
+fn copy_there(
+    tx: &mut Tx<'_>,
+    dst: &[u8],
+    m: &Meta,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    replace: bool,
+) -> CmdResult<bool> {
     if let Some(old) = tx.begin(dst)? {
         if !replace {
-            reply::int(out, 0);
-            return Ok(());
+            return Ok(false);
         }
         tx.remove(dst, &old)?;
     }
-    copy_entries(tx, src, dst, &m)?;
-    reply::int(out, 1);
-    Ok(())
+    for (k, v) in entries {
+        tx.put(k, v);
+    }
+    tx.set_meta(dst, None, m);
+    // Its event belongs to this database: raised here, not by `events::record`
+    // after the handler (which names the client's database).
+    tx.forget_changes_of(dst);
+    tx.event(crate::pubsub::class::GENERIC, "copy_to", dst);
+    Ok(true)
 }
 
 fn randomkey(tx: &mut Tx<'_>, _c: &Command, out: &mut Out) -> CmdResult<()> {

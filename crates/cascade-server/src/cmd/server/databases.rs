@@ -43,6 +43,10 @@ pub(crate) fn db_index(shared: &Shared, arg: &[u8]) -> CmdResult<usize> {
 }
 
 fn swapdb(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
+    // Cluster mode serves database 0 only (Redis says so before reading the indexes).
+    if ctx.shared.store.cluster_mode() {
+        return Err(CmdError::err("SWAPDB is not allowed in cluster mode"));
+    }
     let a = int_arg(c.arg(1)).map_err(|_| CmdError::err("invalid first DB index"))?;
     let b = int_arg(c.arg(2)).map_err(|_| CmdError::err("invalid second DB index"))?;
     let count = ctx.shared.store.dbs().count();
@@ -66,6 +70,9 @@ fn swapdb(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
 /// 0 if the key is absent here or present (even expired, not yet reclaimed) there.
 fn move_key(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
     let store = tx.store();
+    if store.cluster_mode() {
+        return Err(CmdError::err("MOVE is not allowed in cluster mode"));
+    }
     let n = int_arg(c.arg(2))?;
     let dst_db = usize::try_from(n)
         .ok()
@@ -94,6 +101,7 @@ fn move_key(tx: &mut Tx<'_>, c: &Command, out: &mut Out) -> CmdResult<()> {
         }
     }
     tx.count_in(dst, 1, i64::from(meta.expire_at.is_some()));
+    tx.touch_in(dst, key);
     tx.remove(key, &meta)?;
     tx.event(GENERIC, "move_from", key);
     tx.event_in(dst_db, GENERIC, "move_to", key);
@@ -161,5 +169,91 @@ mod tests {
         k.ok(&["SELECT", "0"]);
         k.expect(&["GET", "k"], "$1\r\n0\r\n");
         assert_eq!(k.client.db, 0);
+    }
+
+    #[test]
+    fn copy_into_another_database() {
+        let mut k = Kit::new();
+        k.ok(&["SET", "s", "v"]);
+        k.expect(&["RPUSH", "l", "x", "y"], ":2\r\n");
+        k.expect(&["PEXPIRE", "l", "100000"], ":1\r\n");
+        k.expect(&["COPY", "s", "s2", "DB", "3"], ":1\r\n");
+        k.expect(&["COPY", "l", "l", "DB", "3"], ":1\r\n");
+        k.expect(&["COPY", "s", "s2", "DB", "3"], ":0\r\n");
+        k.expect(
+            &["COPY", "s", "s", "DB", "0"],
+            "-ERR source and destination objects are the same\r\n",
+        );
+        k.expect(
+            &["COPY", "s", "s2", "DB", "16"],
+            "-ERR DB index is out of range\r\n",
+        );
+        k.expect(
+            &["COPY", "s", "s2", "DB", "x"],
+            "-ERR value is not an integer or out of range\r\n",
+        );
+        k.expect(&["DBSIZE"], ":2\r\n");
+        k.ok(&["SET", "s", "new"]);
+        k.expect(&["COPY", "s", "s2", "DB", "3", "REPLACE"], ":1\r\n");
+        k.ok(&["SELECT", "3"]);
+        k.expect(&["DBSIZE"], ":2\r\n");
+        k.expect(&["GET", "s2"], "$3\r\nnew\r\n");
+        k.expect(&["LRANGE", "l", "0", "-1"], "*2\r\n$1\r\nx\r\n$1\r\ny\r\n");
+        assert!(k.int(&["PTTL", "l"]) > 0);
+        // The copies are independent of their sources.
+        k.expect(&["RPUSH", "l", "z"], ":3\r\n");
+        k.ok(&["SELECT", "0"]);
+        k.expect(&["LLEN", "l"], ":2\r\n");
+        // Inside MULTI the block goes on in its own database.
+        k.ok(&["MULTI"]);
+        k.raw(&["COPY", "s", "t", "DB", "5"]);
+        k.raw(&["SET", "u", "1"]);
+        assert_eq!(k.raw(&["EXEC"]), "*2\r\n:1\r\n+OK\r\n");
+        k.expect(&["EXISTS", "u", "t"], ":1\r\n");
+        k.ok(&["SELECT", "5"]);
+        k.expect(&["KEYS", "*"], "*1\r\n$1\r\nt\r\n");
+    }
+
+    /// FLUSHDB inside MULTI empties the database selected at that point, and only it:
+    /// what the block wrote to other databases stays, and reads after a later SELECT
+    /// see the other database whole.
+    #[test]
+    fn flushdb_in_multi_empties_only_the_selected_database() {
+        let mut k = Kit::new();
+        k.ok(&["SET", "a", "zero"]);
+        k.ok(&["SELECT", "1"]);
+        k.ok(&["SET", "a", "one"]);
+        k.ok(&["SELECT", "0"]);
+        k.ok(&["MULTI"]);
+        k.raw(&["FLUSHDB"]);
+        k.raw(&["SELECT", "1"]);
+        k.raw(&["GET", "a"]);
+        k.raw(&["SET", "b", "one"]);
+        assert_eq!(k.raw(&["EXEC"]), "*4\r\n+OK\r\n+OK\r\n$3\r\none\r\n+OK\r\n");
+        k.expect(&["DBSIZE"], ":2\r\n");
+        k.expect(&["GET", "a"], "$3\r\none\r\n");
+        k.ok(&["SELECT", "0"]);
+        k.expect(&["DBSIZE"], ":0\r\n");
+        k.expect(&["GET", "a"], "$-1\r\n");
+        // Writes to database 0, then FLUSHDB of database 1, in one block.
+        k.ok(&["SET", "c", "zero"]);
+        k.ok(&["MULTI"]);
+        k.raw(&["SET", "d", "zero"]);
+        k.raw(&["SELECT", "1"]);
+        k.raw(&["SET", "e", "one"]);
+        k.raw(&["FLUSHDB"]);
+        k.raw(&["SET", "f", "one"]);
+        k.raw(&["SELECT", "0"]);
+        k.raw(&["GET", "d"]);
+        k.raw(&["DBSIZE"]);
+        assert_eq!(
+            k.raw(&["EXEC"]),
+            "*8\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n$4\r\nzero\r\n:2\r\n"
+        );
+        k.expect(&["DBSIZE"], ":2\r\n");
+        k.expect(&["MGET", "c", "d"], "*2\r\n$4\r\nzero\r\n$4\r\nzero\r\n");
+        k.ok(&["SELECT", "1"]);
+        k.expect(&["KEYS", "*"], "*1\r\n$1\r\nf\r\n");
+        k.expect(&["DBSIZE"], ":1\r\n");
     }
 }
