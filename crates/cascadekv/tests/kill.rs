@@ -8,8 +8,8 @@
 //! PENDING entries to the oracle file, after the write returns Ok it appends ACK
 //! entries; each append is one
 //! `write_all` of whole 32-byte entries, which lives in the kernel once it returns and
-//! so survives SIGKILL. The parent kills the child after 20–250 ms, opens the store and
-//! checks every key against the oracle:
+//! so survives SIGKILL. The parent kills the child at a random moment, opens the store
+//! and checks every key against the oracle:
 //!
 //! * the value is exactly the state of one version the oracle allows: the last acked
 //!   version, a newer version whose PENDING entry exists, or — for keys not written
@@ -20,7 +20,9 @@
 //!
 //! `KILL_CYCLES` (default 50) sets the number of kill/verify cycles, `KILL_SEED` the
 //! seed of the parent's and children's random choices (kill times stay
-//! timing-dependent; an even seed also gives the store a slow tier, and a seed
+//! timing-dependent: one cycle in three kills before the time the previous child took
+//! to open the store, mostly inside the open, the others 1–200 ms after the child
+//! reports its open; an even seed also gives the store a slow tier, and a seed
 //! divisible by 4 runs it with popularity placement, one that is 2 mod 8 with gets
 //! reading it through `O_DIRECT`; writers also read their keys
 //! back and check them against their last acknowledged write), `KILL_THREADS` the
@@ -866,6 +868,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
     // Pool bytes in use after each recovery: must not grow with the cycles.
     let mut used: Vec<u64> = Vec::new();
     let mut last_live = 0u64;
+    // How long the last child took from its spawn to an open store (early kills aim
+    // inside it).
+    let mut to_open = Duration::from_millis(50);
     for cycle in 1..=cycles {
         let fail = |msg: String| format!("cycle {cycle}: {msg}");
         let _ = std::fs::remove_file(&marker);
@@ -884,7 +889,24 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
             .spawn()
             .map_err(|e| fail(format!("spawning the child: {e}")))?;
         let t_spawn = Instant::now();
-        std::thread::sleep(Duration::from_millis(rng.gen_range(20..=250)));
+        if cycle % 3 == 0 {
+            // One cycle in three kills at a random moment before the time the last
+            // child took to start and open the store: mostly inside the open (a
+            // recovery interrupted by a kill).
+            let us = u64::try_from(to_open.as_micros()).unwrap_or(u64::MAX).max(1_000);
+            std::thread::sleep(Duration::from_micros(rng.gen_range(0..=us)));
+        } else {
+            // The others kill 1–200 ms into the workload: wait for the child's open
+            // (at most 5 s; a child that has not opened by then is killed in its open).
+            let deadline = t_spawn + Duration::from_secs(5);
+            while !marker.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            if marker.exists() {
+                to_open = t_spawn.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(rng.gen_range(1..=200)));
+        }
         let alive_ms = t_spawn.elapsed().as_millis();
         let early = child
             .try_wait()
