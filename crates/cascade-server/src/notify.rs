@@ -7,13 +7,17 @@
 //! a change (Redis's rule for stale keys); a watcher notices expiry itself by comparing
 //! liveness at WATCH and at EXEC.
 //!
-//! Parked clients are served in the order they parked, as Redis serves them: each gets
-//! a sequence number, a change marks every waiter on the key as woken, and a woken
+//! Parked clients are served in the order their commands arrived, as Redis's single
+//! loop serves them: each carries the kernel's receive time of its command (ties by
+//! a sequence number), a change marks every waiter on the key as woken, and a woken
 //! client may run its command again only when no earlier woken client waiting on one
 //! of the same keys is still to run ([`Notify::may_retry`]); when that one has run
 //! ([`Notify::retried`] or [`Notify::unwait`]) the clients it held back are woken
-//! again. So two clients blocked on one key on two worker threads are served first
-//! come, first served.
+//! again. A client counts as woken from the moment it parks until it has run once
+//! more. So two clients blocked on one key on two worker threads are served first
+//! come, first served — also when the first one's worker parked it after the other
+//! (it was not yet scheduled), provided it parks before the other runs again, which
+//! `worker/presence.rs` gives it a moment for.
 //!
 //! One mutex guards each map; `active` counts registrations so that the common case
 //! (nobody watching or waiting) costs one atomic load per write. Any thread.
@@ -38,7 +42,12 @@ struct Turn {
     unblock: Option<bool>,
     keys: Vec<Vec<u8>>,
     wake: WakeFn,
-    /// A key changed since it last ran.
+    /// When its command arrived (ns since the epoch, the kernel's receive time): the
+    /// order of service, ties by `seq`.
+    arrival: u64,
+    /// Another command changed one of its keys since it parked.
+    touched: bool,
+    /// A key changed since it last ran (or it just parked and runs once more).
     woken: bool,
     /// It was held back by an earlier woken client: wake it when that one has run.
     held: bool,
@@ -180,9 +189,12 @@ impl Notify {
         moved
     }
 
-    /// Parks a client on `keys`: `wake` runs when one of them changes. Returns its
-    /// place in the queue.
-    pub(crate) fn wait(&self, id: u64, keys: &[Vec<u8>], wake: &WakeFn) -> u64 {
+    /// Parks a client whose command arrived at `arrival` on `keys`: `wake` runs
+    /// when one of them changes. Returns its place in the queue. It counts as woken
+    /// until it has run once more (the caller wakes it at once: a change may have come
+    /// between its run and this call), so a client that arrived later and is woken
+    /// waits for it.
+    pub(crate) fn wait(&self, id: u64, keys: &[Vec<u8>], wake: &WakeFn, arrival: u64) -> u64 {
         let mut w = self.waiters.lock();
         let seq = w.next;
         w.next += 1;
@@ -190,6 +202,7 @@ impl Notify {
             self.active.fetch_add(1, Ordering::AcqRel);
             w.by_key.entry(k.clone()).or_default().push(seq);
         }
+        self.woken.fetch_add(1, Ordering::AcqRel);
         w.turns.insert(
             seq,
             Turn {
@@ -197,11 +210,22 @@ impl Notify {
                 unblock: None,
                 keys: keys.to_vec(),
                 wake: wake.clone(),
-                woken: false,
+                arrival,
+                touched: false,
+                woken: true,
                 held: false,
             },
         );
         seq
+    }
+
+    /// True if a change by another command woke the client at `seq` since it parked.
+    pub(crate) fn touched_turn(&self, seq: u64) -> bool {
+        self.waiters
+            .lock()
+            .turns
+            .get(&seq)
+            .is_some_and(|t| t.touched)
     }
 
     /// Unparks the client at `seq` (served, timed out or gone).
@@ -238,10 +262,10 @@ impl Notify {
         let Some(turn) = w.turns.get(&seq) else {
             return true;
         };
-        let blocked = w
-            .turns
-            .range(..seq)
-            .any(|(_, t)| t.woken && t.keys.iter().any(|k| turn.keys.contains(k)));
+        let me = (turn.arrival, seq);
+        let blocked = w.turns.iter().any(|(&s, t)| {
+            t.woken && (t.arrival, s) < me && t.keys.iter().any(|k| turn.keys.contains(k))
+        });
         if blocked {
             if let Some(t) = w.turns.get_mut(&seq) {
                 t.held = true;
@@ -323,6 +347,7 @@ impl Notify {
                             self.woken.fetch_add(1, Ordering::AcqRel);
                         }
                         t.woken = true;
+                        t.touched = true;
                         wakes.push(t.wake.clone());
                     }
                 }
@@ -379,7 +404,9 @@ mod tests {
         let wake: WakeFn = Arc::new(move || {
             w2.fetch_add(1, Ordering::Relaxed);
         });
-        let seq = n.wait(7, &[b"b".to_vec()], &wake);
+        let seq = n.wait(7, &[b"b".to_vec()], &wake, 1);
+        // Its run right after parking found nothing.
+        n.retried(seq);
         assert!(n.active());
         n.touched(&[b"c".to_vec()]);
         assert!(!dirty.load(Ordering::Relaxed));
@@ -399,11 +426,18 @@ mod tests {
         let wake: WakeFn = Arc::new(move || {
             c2.fetch_add(1, Ordering::Relaxed);
         });
-        let first = n.wait(7, &[b"k".to_vec()], &wake);
-        let second = n.wait(7, &[b"k".to_vec(), b"j".to_vec()], &wake);
-        let other = n.wait(7, &[b"x".to_vec()], &wake);
+        let first = n.wait(7, &[b"k".to_vec()], &wake, 10);
+        let second = n.wait(7, &[b"k".to_vec(), b"j".to_vec()], &wake, 10);
+        let other = n.wait(7, &[b"x".to_vec()], &wake, 5);
+        // Each ran once more after parking and found nothing.
+        for s in [first, second, other] {
+            n.retried(s);
+        }
+        assert!(!n.any_woken());
+        let before = count.load(Ordering::Relaxed);
         n.touched(&[b"k".to_vec()]);
-        assert_eq!(count.load(Ordering::Relaxed), 2);
+        assert_eq!(count.load(Ordering::Relaxed), before + 2);
+        assert!(n.touched_turn(first) && !n.touched_turn(other));
         // The second must wait for the first; an unrelated key is free.
         assert!(!n.may_retry(second));
         assert!(n.may_retry(other));
@@ -411,12 +445,31 @@ mod tests {
         assert!(n.any_woken());
         // The first ran and parked again: the second is woken to try again.
         n.retried(first);
-        assert_eq!(count.load(Ordering::Relaxed), 3);
+        assert_eq!(count.load(Ordering::Relaxed), before + 3);
         assert!(n.may_retry(second));
         n.unwait(first);
         n.unwait(second);
         n.unwait(other);
         assert!(!n.any_woken());
+        assert!(!n.active());
+    }
+
+    /// A client whose command arrived first but whose worker parked it after a later
+    /// one (that worker was not yet running) is served first: it counts as woken
+    /// from its parking, and order is by arrival.
+    #[test]
+    fn arrival_order_beats_park_order() {
+        let n = Notify::default();
+        let wake: WakeFn = Arc::new(|| {});
+        let late = n.wait(2, &[b"k".to_vec()], &wake, 200);
+        n.retried(late);
+        n.touched(&[b"k".to_vec()]);
+        let early = n.wait(1, &[b"k".to_vec()], &wake, 100);
+        assert!(!n.may_retry(late), "the earlier arrival goes first");
+        assert!(n.may_retry(early));
+        n.unwait(early);
+        assert!(n.may_retry(late));
+        n.unwait(late);
         assert!(!n.active());
     }
 }

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) gate: crate::durable::Gate,
     /// The workers' group commit of the shared log (`commit.rs`).
     pub(crate) commit: crate::commit::Commit,
+    /// Where each worker's loop is (`worker/presence.rs`).
+    pub(crate) presence: crate::worker::presence::Presence,
     /// Replication: role, replicas, `WAIT` (`crate::replication`).
     pub(crate) repl: crate::replication::Repl,
     /// Cluster mode (`crate::cluster`).
@@ -79,6 +81,7 @@ impl Shared {
             last_save: AtomicU64::new(now_ms() / 1000),
             gate: crate::durable::Gate::new(fixed.threads),
             commit: crate::commit::Commit::new(fixed.threads),
+            presence: crate::worker::presence::Presence::new(fixed.threads),
             scripts: crate::scripting::Handle::default(),
             repl: crate::replication::Repl::default(),
             cluster: crate::cluster::Cluster::new(fixed.cluster_enabled),

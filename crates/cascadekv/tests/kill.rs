@@ -893,7 +893,9 @@ fn run(root: &Path, cycles: u32, seed: u64) -> Result<(), String> {
             // One cycle in three kills at a random moment before the time the last
             // child took to start and open the store: mostly inside the open (a
             // recovery interrupted by a kill).
-            let us = u64::try_from(to_open.as_micros()).unwrap_or(u64::MAX).max(1_000);
+            let us = u64::try_from(to_open.as_micros())
+                .unwrap_or(u64::MAX)
+                .max(1_000);
             std::thread::sleep(Duration::from_micros(rng.gen_range(0..=us)));
         } else {
             // The others kill 1–200 ms into the workload: wait for the child's open

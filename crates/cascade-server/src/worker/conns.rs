@@ -24,8 +24,12 @@ use crate::resp::parse::{Limits, Parser};
 use crate::resp::reply::Out;
 
 impl Worker {
-    pub(super) fn adopt(&mut self) {
+    /// Registers the connections the acceptor handed over; returns their tokens (the
+    /// caller serves them in the same round: input that came with the connection is
+    /// read at once, not a round later).
+    pub(super) fn adopt(&mut self) -> Vec<Token> {
         let new: Vec<_> = std::mem::take(&mut *self.queue.lock());
+        let mut tokens = Vec::with_capacity(new.len());
         let limits = Limits {
             max_bulk: to_usize(self.shared.config.max_bulk.load(Ordering::Relaxed)),
             max_args: to_usize(self.shared.config.max_args.load(Ordering::Relaxed)),
@@ -33,6 +37,13 @@ impl Worker {
         for (mut sock, peer, id) in new {
             let token = Token(self.next_token);
             self.next_token += 1;
+            // The kernel stamps what arrives: blocked clients are served in arrival
+            // order (`io.rs`, `notify.rs`). Without the stamps, reads are timed.
+            let _ = nix::sys::socket::setsockopt(
+                &sock,
+                nix::sys::socket::sockopt::ReceiveTimestampns,
+                &true,
+            );
             if let Err(e) = self.poll.registry().register(
                 &mut sock,
                 token,
@@ -57,9 +68,9 @@ impl Worker {
             self.shared.store.tracking().register(&client.mailbox);
             // Scripts and WAIT wake the connection through this hook (same body as the
             // mailbox's). Session 19 blamed sharing one Arc for a hang of Redis's
-            // "BRPOPLPUSH with multiple blocked clients"; that test depends on the order
-            // in which two connections' commands arrive (docs/redis-compat.md) and
-            // hangs now and then with either.
+            // "BRPOPLPUSH with multiple blocked clients"; the hang was the order in which
+            // two connections' commands were parked (docs/redis-compat.md, fixed in
+            // session 20 by serving parked clients in arrival order), with either.
             let (woken, waker) = (self.park.woken.clone(), self.park.waker.clone());
             client.wake = Some(Arc::new(move || {
                 woken.lock().push(token);
@@ -89,9 +100,12 @@ impl Worker {
                     created: Instant::now(),
                     peak: 0,
                     last_resize: Instant::now(),
+                    rx_ns: 0,
                 },
             );
+            tokens.push(token);
         }
+        tokens
     }
 
     /// Drops a closed connection's registrations (parked, watched) and counts.

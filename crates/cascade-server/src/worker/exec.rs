@@ -94,20 +94,24 @@ pub(super) struct Env<'a> {
     pub(super) is_write: &'a [bool],
     pub(super) park: &'a Park,
     pub(super) token: Token,
+    /// The worker's index (`presence.rs`).
+    pub(super) lane: usize,
 }
 
 /// Runs a parked client's command again (a key changed, or its deadline passed).
-pub(super) fn retry_parked(
-    c: &mut Conn,
-    shared: &Shared,
-    commands: &Commands,
-    stats: &WorkerStats,
-    is_write: &[bool],
-) {
-    let Some(p) = c.parked.take() else {
+pub(super) fn retry_parked(c: &mut Conn, env: &Env<'_>) {
+    let (shared, commands, stats, is_write) = (env.shared, env.commands, env.stats, env.is_write);
+    let lane = env.lane;
+    let Some(mut p) = c.parked.take() else {
         return;
     };
     let notify = shared.store.notify();
+    if !p.caught_up && p.since.elapsed() < super::presence::RECENT && notify.touched_turn(p.seq) {
+        // Woken right after it parked: a client whose command arrived earlier may
+        // not be parked yet on another worker (`presence.rs`).
+        p.caught_up = true;
+        shared.presence.let_others_catch_up(lane, p.arrival);
+    }
     if let Some(error) = notify.unblocked(p.seq) {
         if error {
             let mark = c.out.buf.len();
@@ -179,7 +183,16 @@ pub(super) fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeo
         woken.lock().push(token);
         let _ = waker.wake();
     });
-    let seq = env.shared.store.notify().wait(c.client.id, &keys, &wake);
+    let arrival = if c.rx_ns == 0 {
+        super::io::now_ns()
+    } else {
+        c.rx_ns
+    };
+    let seq = env
+        .shared
+        .store
+        .notify()
+        .wait(c.client.id, &keys, &wake, arrival);
     env.shared.metrics.blocked.fetch_add(1, Ordering::Relaxed);
     // A push between the command's unlock and this registration: try once more.
     wake();
@@ -187,6 +200,9 @@ pub(super) fn park(c: &mut Conn, env: &Env<'_>, cmd: &Command, idx: usize, timeo
         cmd: cmd.clone(),
         seq,
         deadline,
+        since: Instant::now(),
+        arrival,
+        caught_up: false,
     });
 }
 

@@ -4,9 +4,15 @@
 //!
 //! Only the worker thread that owns a connection calls these (`worker/mod.rs`).
 
-use std::io::{ErrorKind, Read, Write};
+use std::cell::RefCell;
+use std::io::{ErrorKind, IoSliceMut, Write};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mio::net::TcpStream;
+use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+use nix::sys::time::TimeSpec;
 
 use super::{Conn, OUT_HIGH, READ_BUDGET};
 use crate::metrics::WorkerStats;
@@ -32,6 +38,52 @@ pub(super) fn check_query_buffer(c: &mut Conn, shared: &Shared) {
 /// A configured size as `usize` (saturating on 32-bit targets).
 pub(super) fn to_usize(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+thread_local! {
+    /// Room for the receive-time control message of one read.
+    static CMSG: RefCell<Vec<u8>> = RefCell::new(nix::cmsg_space!(TimeSpec));
+}
+
+/// Nanoseconds since the Unix epoch now (the arrival time of input the kernel did not
+/// stamp).
+pub(super) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// One read of `sock` into `buf`, with the time the kernel received the data
+/// (`SO_TIMESTAMPNS`, set when the connection is adopted; the read time if the kernel
+/// gave none). Blocked clients are served in the order their commands arrived
+/// (`notify.rs`), which two workers' reads alone cannot tell.
+fn recv_stamped(sock: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, u64)> {
+    CMSG.with(|cmsg| {
+        let mut cmsg = cmsg.borrow_mut();
+        let mut iov = [IoSliceMut::new(buf)];
+        let msg = recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(cmsg.as_mut_slice()),
+            MsgFlags::empty(),
+        )
+        .map_err(std::io::Error::from)?;
+        let mut at = 0u64;
+        if let Ok(list) = msg.cmsgs() {
+            for m in list {
+                if let ControlMessageOwned::ScmTimestampns(t) = m {
+                    let (s, ns) = (u64::try_from(t.tv_sec()), u64::try_from(t.tv_nsec()));
+                    if let (Ok(s), Ok(ns)) = (s, ns) {
+                        at = s.saturating_mul(1_000_000_000).saturating_add(ns);
+                    }
+                }
+            }
+        }
+        if at == 0 {
+            at = now_ns();
+        }
+        Ok((msg.bytes, at))
+    })
 }
 
 /// Reads up to [`READ_BUDGET`]. Returns true if more input may be waiting.
@@ -61,12 +113,13 @@ pub(super) fn read_some(c: &mut Conn, stats: &WorkerStats) -> bool {
             },
             |h| h.min(received.max(READ_CHUNK)).max(READ_CHUNK),
         );
-        match c.sock.read(c.inbuf.room(want)) {
-            Ok(0) => {
+        match recv_stamped(&c.sock, c.inbuf.room(want)) {
+            Ok((0, _)) => {
                 c.eof = true;
                 return false;
             }
-            Ok(n) => {
+            Ok((n, at)) => {
+                c.rx_ns = at;
                 c.inbuf.filled(n);
                 got += n;
                 c.last_active = Instant::now();

@@ -16,7 +16,8 @@
 //! connections, may be released in any order. Which connections of a round wait and
 //! for what is `held.rs`; running a connection's commands (and parking blocking ones)
 //! is `exec.rs`; its socket reads, writes and input buffer are `io.rs`; its arrival,
-//! idle trimming, timeout and release are `conns.rs`.
+//! idle trimming, timeout and release are `conns.rs`; where each worker's loop is (so
+//! that blocked clients are served in arrival order) is `presence.rs`.
 //! Otherwise all engine writes of this worker's clients go to this thread's exclusive
 //! log.
 //!
@@ -33,6 +34,7 @@ mod conns;
 mod exec;
 mod held;
 mod io;
+pub(crate) mod presence;
 
 use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
@@ -125,6 +127,8 @@ struct Conn {
     peak: usize,
     /// When the input buffer was last fitted to its recent peak.
     last_resize: Instant,
+    /// When the kernel received the bytes of its latest read (ns since the epoch).
+    rx_ns: u64,
 }
 
 /// A client waiting in a blocking command.
@@ -133,6 +137,12 @@ struct Parked {
     /// Its place in the queue of parked clients (`notify.rs`).
     seq: u64,
     deadline: Option<Instant>,
+    /// When it parked (`presence.rs`: a quick wake lets the other workers catch up).
+    since: Instant,
+    /// When its command arrived (ns since the epoch).
+    arrival: u64,
+    /// It waited for the other workers once already.
+    caught_up: bool,
 }
 
 /// How a parked client is woken: its token goes to `woken` and the poll is woken.
@@ -252,7 +262,11 @@ impl Worker {
             if let Some(d) = self.linger.deadline() {
                 timeout = timeout.min(d.saturating_duration_since(Instant::now()));
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+            self.shared.presence.idle(self.lane, io::now_ns());
+            let polled = self.poll.poll(&mut events, Some(timeout));
+            self.shared.presence.busy(self.lane);
+            let began = io::now_ns();
+            if let Err(e) = polled {
                 if e.kind() != ErrorKind::Interrupted {
                     eprintln!("cascade: worker poll failed: {e}");
                     self.shared.request_shutdown("worker failure");
@@ -283,7 +297,8 @@ impl Worker {
             }
             for ev in &events {
                 if ev.token() == WAKE {
-                    self.adopt();
+                    let new = self.adopt();
+                    round.extend(new);
                 } else {
                     round.push(ev.token());
                 }
@@ -291,6 +306,7 @@ impl Worker {
             seen.clear();
             round.retain(|t| seen.insert(*t));
             self.serve_round(&round, &mut ready, true);
+            self.shared.presence.round_done(self.lane, began);
             if last_idle_check.elapsed() >= Duration::from_secs(1) {
                 last_idle_check = Instant::now();
                 self.trim_idle();
@@ -332,12 +348,6 @@ impl Worker {
             if take_mail(c) {
                 c.reads = None;
             }
-            let was_parked = c.parked.is_some();
-            if was_parked {
-                c.reads = None;
-                retry_parked(c, &self.shared, &self.commands, &self.stats, &self.is_write);
-            }
-            more |= take_script_reply(c, &self.shared);
             let env = Env {
                 shared: &self.shared,
                 commands: &self.commands,
@@ -345,7 +355,14 @@ impl Worker {
                 is_write: &self.is_write,
                 park: &self.park,
                 token: *t,
+                lane: self.lane,
             };
+            let was_parked = c.parked.is_some();
+            if was_parked {
+                c.reads = None;
+                retry_parked(c, &env);
+            }
+            more |= take_script_reply(c, &self.shared);
             c.backlog = c.parked.is_none() && c.client.script.is_none() && execute(c, &env);
             // Messages published while the commands ran follow their replies.
             if take_mail(c) || c.wrote || c.parked.is_some() || c.client.script.is_some() {
@@ -416,7 +433,7 @@ impl Worker {
     /// Shutdown: answer every complete request already received, persist, flush
     /// replies (for up to two seconds), close.
     fn drain(&mut self) {
-        self.adopt();
+        let _ = self.adopt();
         let tokens: Vec<Token> = self.conns.keys().copied().collect();
         for c in self.conns.values_mut() {
             c.eof = true;

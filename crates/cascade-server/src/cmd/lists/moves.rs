@@ -204,7 +204,8 @@ mod tests {
         let wake: crate::notify::WakeFn = Arc::new(|| {});
         // The registries know keys qualified by their database.
         let q = shared.store.qualify(0, b"q");
-        let seq = notify.wait(99, std::slice::from_ref(&q), &wake);
+        let seq = notify.wait(99, std::slice::from_ref(&q), &wake, 1);
+        notify.retried(seq); // its run right after parking found nothing
         k.int(&["RPUSH", "q", "x"]); // wakes the parked client
         assert!(notify.woken_on(&[q.as_slice()]));
         k.expect(&["BLPOP", "q", "0"], "(blocked 0)");
