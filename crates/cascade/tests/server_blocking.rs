@@ -189,36 +189,3 @@ fn swapdb_and_move_touch_watched_keys() {
     assert_eq!(int(&mut r, &["MOVE", "m", "3"]), 1);
     assert_eq!(exec(&mut w), Reply::Array(None));
 }
-
-/// Redis's "BRPOPLPUSH with multiple blocked clients" without its waits, many times:
-/// two clients send a blocking command one after the other on two workers, a third
-/// pushes at once. The first client's command arrived first, so it is served first
-/// (its destination holds a string: WRONGTYPE, the element stays) and the second
-/// gets the element — also when the first one's worker parks it after the other's
-/// (kernel arrival times order parked clients, `notify.rs`; `worker/presence.rs`).
-#[test]
-fn parked_clients_are_served_in_arrival_order() {
-    let srv = Server::start(&[]);
-    let mut r = srv.connect();
-    let mut kept = Vec::new();
-    for round in 0..50 {
-        let mut first = srv.connect();
-        let mut second = srv.connect();
-        r.cmd(&["DEL", "blist", "t1", "t2"]);
-        ok(&mut r, &["SET", "t1", "nolist"]);
-        first.send(&[b"BRPOPLPUSH", b"blist", b"t1", b"0"]);
-        second.send(&[b"BRPOPLPUSH", b"blist", b"t2", b"0"]);
-        int(&mut r, &["LPUSH", "blist", "foo"]);
-        assert!(
-            first.reply_within(Duration::from_secs(5)),
-            "round {round}: the first client was not served"
-        );
-        match first.read() {
-            Some(Reply::Error(e)) if e.starts_with("WRONGTYPE") => {}
-            other => panic!("round {round}: first got {other:?}"),
-        }
-        assert_eq!(second.read(), Some(bulk("foo")), "round {round}");
-        // Kept open, as the suite keeps its clients: new ones alternate workers.
-        kept.push((first, second));
-    }
-}
