@@ -67,6 +67,7 @@ pub mod resp;
 mod scripting;
 mod server;
 mod shared;
+mod slowlog;
 mod store;
 mod tracking;
 mod types;

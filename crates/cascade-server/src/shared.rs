@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) commit: crate::commit::Commit,
     /// Where each worker's loop is (`worker/presence.rs`).
     pub(crate) presence: crate::worker::presence::Presence,
+    /// SLOWLOG (`crate::slowlog`).
+    pub(crate) slowlog: crate::slowlog::SlowLog,
     /// Replication: role, replicas, `WAIT` (`crate::replication`).
     pub(crate) repl: crate::replication::Repl,
     /// Cluster mode (`crate::cluster`).
@@ -82,6 +84,7 @@ impl Shared {
             gate: crate::durable::Gate::new(fixed.threads),
             commit: crate::commit::Commit::new(fixed.threads),
             presence: crate::worker::presence::Presence::new(fixed.threads),
+            slowlog: crate::slowlog::SlowLog::default(),
             scripts: crate::scripting::Handle::default(),
             repl: crate::replication::Repl::default(),
             cluster: crate::cluster::Cluster::new(fixed.cluster_enabled),

@@ -1714,3 +1714,26 @@ fn the_server_runs_without_transparent_huge_pages_unless_told() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// CLIENT REPLY: SKIP silences the next command only, OFF every one until ON, and
+/// an ON right after SKIP ends the skip and is answered, as in Redis.
+#[test]
+fn client_reply_modes() {
+    let srv = Server::start(&[]);
+    let mut c = srv.connect();
+    c.send(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    c.send(&[b"SET", b"a", b"1"]);
+    c.send(&[b"PING"]);
+    assert_eq!(c.read(), Some(pong()));
+    c.send(&[b"CLIENT", b"REPLY", b"SKIP"]);
+    c.send(&[b"CLIENT", b"REPLY", b"ON"]);
+    assert_eq!(c.read(), Some(ok()));
+    c.send(&[b"PING"]);
+    assert_eq!(c.read(), Some(pong()));
+    c.send(&[b"CLIENT", b"REPLY", b"OFF"]);
+    c.send(&[b"PING"]);
+    c.send(&[b"GET", b"a"]);
+    c.send(&[b"CLIENT", b"REPLY", b"ON"]);
+    assert_eq!(c.read(), Some(ok()));
+    assert_eq!(c.cmd(&["GET", "a"]), Reply::Bulk(Some(b"1".to_vec())));
+}

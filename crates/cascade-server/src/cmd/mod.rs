@@ -377,6 +377,8 @@ pub(crate) fn table() -> Vec<Spec> {
     t.extend_from_slice(server::conn::SPECS);
     t.extend_from_slice(server::command::SPECS);
     t.extend_from_slice(server::admin::SPECS);
+    t.extend_from_slice(server::slowlog::SPECS);
+    t.extend_from_slice(unsupported::SPECS);
     t.extend_from_slice(hyperloglog::SPECS);
     t.extend_from_slice(bits::bitops::SPECS);
     t.extend_from_slice(bits::bitfield::SPECS);

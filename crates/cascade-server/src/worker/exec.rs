@@ -47,10 +47,9 @@ pub(super) fn apply_reply_mode(
 ) {
     let push = idx.is_some_and(|i| commands.specs[i].flags.contains(&"pubsub"))
         && idx.is_some_and(|i| commands.specs[i].name.contains("subscribe"));
-    let silent = match before {
-        ReplyMode::SkipThis => true,
-        ReplyMode::On | ReplyMode::Off | ReplyMode::Skip => client.reply_mode != ReplyMode::On,
-    };
+    // Whatever the mode before, a command that left replies on is answered: CLIENT
+    // REPLY ON right after CLIENT REPLY SKIP ends the skip and answers OK, as in Redis.
+    let silent = client.reply_mode != ReplyMode::On;
     if silent && !push {
         out.buf.truncate(mark);
     }
@@ -158,13 +157,37 @@ pub(super) fn retry_parked(c: &mut Conn, env: &Env<'_>) {
     }
     notify.unwait(p.seq);
     shared.metrics.blocked.fetch_sub(1, Ordering::Relaxed);
-    stats.record(ran.idx, ran.failed, t.elapsed());
+    let took = t.elapsed();
+    stats.record(ran.idx, ran.failed, took);
+    // The blocked command as the client sent it, timed by the run that completed it.
+    note_slow(shared, &c.client, &p.cmd, took, ran.idx, commands);
     if ran
         .idx
         .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))
     {
         c.wrote = true;
     }
+}
+
+/// SLOWLOG: `cmd` ran for `took` (`crate::slowlog`). EXEC itself is not logged, as in
+/// Redis (which logs the commands inside it; here they are not logged one by one).
+fn note_slow(
+    shared: &Shared,
+    client: &crate::cmd::Client,
+    cmd: &Command,
+    took: Duration,
+    idx: Option<usize>,
+    commands: &Commands,
+) {
+    if idx
+        .and_then(|i| commands.specs.get(i))
+        .is_some_and(|s| s.name == "exec")
+    {
+        return;
+    }
+    shared
+        .slowlog
+        .note(cmd, took, &client.addr, client.name.as_deref());
 }
 
 /// Parks `client` on the keys of `cmd` (a blocking command that found nothing).
@@ -270,7 +293,9 @@ pub(super) fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                     blocked = Some((cmd, idx, timeout));
                     break;
                 }
-                stats.record(ran.idx, ran.failed, t.elapsed());
+                let took = t.elapsed();
+                stats.record(ran.idx, ran.failed, took);
+                note_slow(shared, client, cmd, took, ran.idx, commands);
                 if ran
                     .idx
                     .is_some_and(|i| is_write.get(i).copied().unwrap_or(false))

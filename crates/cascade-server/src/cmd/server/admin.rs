@@ -78,6 +78,19 @@ fn config(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             ctx.shared.store.tracking().max_keys().to_string(),
         ));
         params.extend(crate::replication::config_params(ctx.shared));
+        let sl = &ctx.shared.slowlog;
+        params.push((
+            "slowlog-log-slower-than",
+            sl.slower_than
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_string(),
+        ));
+        params.push((
+            "slowlog-max-len",
+            sl.max_len
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .to_string(),
+        ));
         let l = ps.limit();
         params.push((
             "client-output-buffer-limit",
@@ -147,7 +160,26 @@ fn set_param(shared: &crate::shared::Shared, name: &str, v: &[u8]) -> CmdResult<
         ))
     };
     let ps = shared.store.pubsub();
+    let int = || {
+        String::from_utf8_lossy(v)
+            .parse::<i64>()
+            .map_err(|_| invalid("argument couldn't be parsed into an integer"))
+    };
     match name {
+        "slowlog-log-slower-than" => {
+            shared
+                .slowlog
+                .slower_than
+                .store(int()?, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
+        "slowlog-max-len" => {
+            let n = u64::try_from(int()?).map_err(|_| {
+                invalid("argument must be between 0 and 9223372036854775807 inclusive")
+            })?;
+            shared.slowlog.set_max_len(n);
+            Ok(())
+        }
         "tracking-table-max-keys" => {
             let n = String::from_utf8_lossy(v)
                 .parse::<u64>()

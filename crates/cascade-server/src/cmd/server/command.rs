@@ -120,6 +120,28 @@ fn subcommands(name: &str) -> &'static [&'static str] {
         .map_or(&[], |(_, subs)| *subs)
 }
 
+/// COMMAND HELP. The first line has the shape every Redis HELP reply has (clients and
+/// Redis's own tests look for it).
+const HELP: &[&[u8]] = &[
+    b"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    b"(no subcommand)",
+    b"    Every command this server knows, with its arity, flags and keys.",
+    b"COUNT",
+    b"    How many commands there are.",
+    b"LIST [FILTERBY (MODULE <name>|ACLCAT <category>|PATTERN <pattern>)]",
+    b"    The command names, optionally filtered.",
+    b"INFO [<name> ...]",
+    b"    The details of the named commands (all without names).",
+    b"DOCS [<name> ...]",
+    b"    The documentation of the named commands (all without names).",
+    b"GETKEYS <full-command>",
+    b"    The keys a full command would use.",
+    b"GETKEYSANDFLAGS <full-command>",
+    b"    The keys a full command would use, with their access flags.",
+    b"HELP",
+    b"    This text.",
+];
+
 fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     let commands = ctx.commands;
     let specs = &commands.specs;
@@ -201,16 +223,7 @@ fn command(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
             }
         }
     } else if is(sub, "help") {
-        let lines: &[&[u8]] = &[
-            b"COMMAND",
-            b"COMMAND COUNT",
-            b"COMMAND LIST [FILTERBY (MODULE <name>|ACLCAT <category>|PATTERN <pattern>)]",
-            b"COMMAND INFO [<name> ...]",
-            b"COMMAND DOCS [<name> ...]",
-            b"COMMAND GETKEYS <full-command>",
-            b"COMMAND GETKEYSANDFLAGS <full-command>",
-        ];
-        reply::bulk_array(ctx.out, lines.iter().copied());
+        reply::bulk_array(ctx.out, HELP.iter().copied());
     } else {
         return Err(unknown_subcommand(sub, "command"));
     }
