@@ -21,6 +21,24 @@ pub(crate) struct Live {
     pub(crate) qbuf_free: AtomicU64,
     /// Milliseconds from the connection's creation to its last input (`idle`).
     pub(crate) active_ms: AtomicU64,
+    /// The selected database (`db`).
+    pub(crate) db: AtomicU64,
+    /// The last command run (`cmd`): its index in the command table plus one (0: none
+    /// yet) in the low 32 bits, its subcommand's index in `COMMAND`'s list of them plus
+    /// one in the high 32 ([`Live::note_cmd`]).
+    pub(crate) cmd: AtomicU64,
+}
+
+impl Live {
+    /// The connection ran command `idx` (with subcommand `sub`, for a container
+    /// command) in database `db`.
+    pub(crate) fn note_cmd(&self, idx: usize, sub: Option<usize>, db: usize) {
+        let low = u64::try_from(idx).map_or(0, |i| (i + 1) & 0xffff_ffff);
+        let high = sub.and_then(|s| u64::try_from(s + 1).ok()).unwrap_or(0) << 32;
+        self.cmd.store(low | high, Ordering::Relaxed);
+        self.db
+            .store(u64::try_from(db).unwrap_or(0), Ordering::Relaxed);
+    }
 }
 
 /// One connected client as `CLIENT LIST` shows it.
@@ -104,13 +122,13 @@ impl Clients {
         }
     }
 
-    fn line(id: u64, e: &Entry) -> String {
+    fn line(id: u64, e: &Entry, names: &dyn Fn(u64) -> String) -> String {
         // Redis 7.0's fields in its order; buffer and memory fields this server does
         // not track per client are 0.
         let age = e.created.elapsed();
         let active = std::time::Duration::from_millis(e.live.active_ms.load(Ordering::Relaxed));
         format!(
-            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
+            "id={id} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={}",
             e.addr,
             e.laddr,
             e.name
@@ -120,12 +138,13 @@ impl Clients {
             age.as_secs(),
             age.saturating_sub(active).as_secs(),
             Self::flags(e),
+            e.live.db.load(Ordering::Relaxed),
             e.subs.0,
             e.subs.1,
             e.subs.2,
             e.live.qbuf.load(Ordering::Relaxed),
             e.live.qbuf_free.load(Ordering::Relaxed),
-            "NULL",
+            names(e.live.cmd.load(Ordering::Relaxed)),
             e.tracking
                 .map_or(-1, |(r, _)| i64::try_from(r).unwrap_or(i64::MAX)),
             e.resp
@@ -151,12 +170,12 @@ impl Clients {
         f
     }
 
-    /// `CLIENT LIST` text.
-    pub(crate) fn list(&self) -> String {
+    /// `CLIENT LIST` text (`names`: the `cmd` field from [`Live::cmd`]).
+    pub(crate) fn list(&self, names: &dyn Fn(u64) -> String) -> String {
         self.map
             .lock()
             .iter()
-            .map(|(id, e)| Self::line(*id, e) + "\n")
+            .map(|(id, e)| Self::line(*id, e, names) + "\n")
             .collect()
     }
 
@@ -171,11 +190,11 @@ impl Clients {
     }
 
     /// `CLIENT INFO` text.
-    pub(crate) fn info_line(&self, id: u64) -> String {
+    pub(crate) fn info_line(&self, id: u64, names: &dyn Fn(u64) -> String) -> String {
         self.map
             .lock()
             .get(&id)
-            .map(|e| Self::line(id, e) + "\n")
+            .map(|e| Self::line(id, e, names) + "\n")
             .unwrap_or_default()
     }
 }
@@ -189,7 +208,7 @@ mod tests {
         let c = Clients::default();
         c.add(3, "127.0.0.1:5000".into(), "127.0.0.1:6380".into());
         c.set_name(3, Some(b"app".to_vec()));
-        let l = c.list();
+        let l = c.list(&|_| "NULL".to_string());
         for f in [
             "id=3 ",
             "addr=127.0.0.1:5000 ",
@@ -201,6 +220,6 @@ mod tests {
             assert!(l.contains(f), "{f} in {l}");
         }
         c.remove(3);
-        assert_eq!(c.list(), "");
+        assert_eq!(c.list(&|_| String::new()), "");
     }
 }

@@ -1,6 +1,7 @@
-//! CLIENT LIST's query-buffer fields over real sockets: a client's buffer is
-//! published as `qbuf`/`qbuf-free`, a big argument does not pin a big buffer, and an
-//! idle client gives its buffer back (Redis's behaviour, checked by its querybuf unit).
+//! CLIENT LIST's fields over real sockets: a client's buffer is published as
+//! `qbuf`/`qbuf-free`, a big argument does not pin a big buffer, and an idle client
+//! gives its buffer back (Redis's behaviour, checked by its querybuf unit); `db` and
+//! `cmd` show the selected database and the last command.
 
 mod common;
 
@@ -50,4 +51,33 @@ fn query_buffer_is_published_fitted_and_trimmed_when_idle() {
         assert!(Instant::now() < deadline, "idle buffer never freed");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn db_and_cmd_fields() {
+    let srv = Server::start(&[]);
+    let mut a = srv.connect();
+    let mut b = srv.connect();
+    a.cmd(&["CLIENT", "SETNAME", "a"]);
+    a.cmd(&["SELECT", "3"]);
+    a.cmd(&["SET", "k", "v"]);
+    let list = b.cmd(&["CLIENT", "LIST"]).text();
+    let line = |name: &str| {
+        list.lines()
+            .find(|l| l.contains(&format!(" name={name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {list}"))
+            .to_string()
+    };
+    let la = line("a");
+    assert!(la.contains(" db=3 ") && la.contains(" cmd=set "), "{la}");
+    let lb = line("");
+    assert!(
+        lb.contains(" db=0 ") && lb.contains(" cmd=client|list "),
+        "{lb}"
+    );
+    let info = a.cmd(&["CLIENT", "INFO"]).text();
+    assert!(
+        info.contains(" db=3 ") && info.contains(" cmd=client|info "),
+        "{info}"
+    );
 }

@@ -15,6 +15,7 @@ use mio::Token;
 
 use super::io::to_usize;
 use super::{Conn, Park, Parked, OUT_HIGH};
+use crate::cmd::server::command::note_last;
 use crate::cmd::{dispatch, Client, Commands, Ctx, ReplyMode};
 use crate::metrics::WorkerStats;
 use crate::notify::WakeFn;
@@ -169,6 +170,15 @@ pub(super) fn retry_parked(c: &mut Conn, env: &Env<'_>) {
     }
 }
 
+/// The parser limits of an authenticated connection (`proto-max-bulk-len`, the most
+/// arguments).
+fn authed_limits(shared: &Shared) -> Limits {
+    Limits {
+        max_bulk: to_usize(shared.config.max_bulk.load(Ordering::Relaxed)),
+        max_args: to_usize(shared.config.max_args.load(Ordering::Relaxed)),
+    }
+}
+
 /// SLOWLOG: `cmd` ran for `took` (`crate::slowlog`). EXEC itself is not logged, as in
 /// Redis (which logs the commands inside it; here they are not logged one by one).
 fn note_slow(
@@ -243,6 +253,7 @@ pub(super) fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
         wrote,
         dead,
         reads,
+        live,
         ..
     } = c;
     let mut blocked = None;
@@ -267,6 +278,9 @@ pub(super) fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                 let was_authed = ctx.client.authed;
                 let (mode, mark) = (ctx.client.reply_mode, ctx.out.buf.len());
                 let ran = dispatch(&mut ctx, cmd);
+                if let Some(i) = ran.idx {
+                    note_last(live, commands, cmd, i, ctx.client.db);
+                }
                 crate::visible::fold_read(reads);
                 // INFO errorstats: an error reply, whichever way the handler wrote it.
                 if let Some(r) = ctx.out.buf.get(mark..) {
@@ -303,10 +317,7 @@ pub(super) fn execute(c: &mut Conn, env: &Env<'_>) -> bool {
                     *wrote = true;
                 }
                 if raise {
-                    parser.set_limits(Limits {
-                        max_bulk: to_usize(shared.config.max_bulk.load(Ordering::Relaxed)),
-                        max_args: to_usize(shared.config.max_args.load(Ordering::Relaxed)),
-                    });
+                    parser.set_limits(authed_limits(shared));
                 }
             }
             Ok(None) => break,

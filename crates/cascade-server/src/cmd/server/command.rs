@@ -120,6 +120,49 @@ fn subcommands(name: &str) -> &'static [&'static str] {
         .map_or(&[], |(_, subs)| *subs)
 }
 
+/// The index of subcommand `arg` of container command `name` (CLIENT LIST's `cmd`).
+pub(crate) fn subcommand_index(name: &str, arg: &[u8]) -> Option<usize> {
+    let subs = subcommands(name);
+    if subs.is_empty() {
+        return None;
+    }
+    subs.iter()
+        .position(|s| s.as_bytes().eq_ignore_ascii_case(arg))
+}
+
+/// Notes that `live`'s connection ran `cmd` (table index `idx`) in database `db`.
+pub(crate) fn note_last(
+    live: &crate::clients::Live,
+    commands: &crate::cmd::Commands,
+    cmd: &Command,
+    idx: usize,
+    db: usize,
+) {
+    let Some(spec) = commands.specs.get(idx) else {
+        return;
+    };
+    let sub = (cmd.len() > 1)
+        .then(|| subcommand_index(spec.name, cmd.arg(1)))
+        .flatten();
+    live.note_cmd(idx, sub, db);
+}
+
+/// CLIENT LIST's `cmd` field from `Live::cmd`: `NULL`, `get`, or `client|list`.
+pub(crate) fn cmd_field(commands: &crate::cmd::Commands, packed: u64) -> String {
+    let idx = usize::try_from(packed & 0xffff_ffff).unwrap_or(0);
+    let Some(spec) = idx.checked_sub(1).and_then(|i| commands.specs.get(i)) else {
+        return "NULL".into();
+    };
+    let sub = usize::try_from(packed >> 32).unwrap_or(0);
+    match sub
+        .checked_sub(1)
+        .and_then(|s| subcommands(spec.name).get(s))
+    {
+        Some(s) => format!("{}|{s}", spec.name),
+        None => spec.name.to_string(),
+    }
+}
+
 /// COMMAND HELP. The first line has the shape every Redis HELP reply has (clients and
 /// Redis's own tests look for it).
 const HELP: &[&[u8]] = &[

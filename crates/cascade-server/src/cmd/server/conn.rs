@@ -229,11 +229,19 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         reply::ok(ctx.out);
     } else if is(sub, "getname") && c.len() == 2 {
         reply::opt_bulk(ctx.out, ctx.client.name.as_deref());
-    } else if is(sub, "list") && c.len() == 2 {
-        let text = ctx.shared.clients.list();
-        reply::bulk(ctx.out, text.as_bytes());
-    } else if is(sub, "info") && c.len() == 2 {
-        let text = ctx.shared.clients.info_line(ctx.client.id);
+    } else if (is(sub, "list") || is(sub, "info")) && c.len() == 2 {
+        // The caller's own `cmd` is this command (the worker notes a command after it).
+        let me = ctx.shared.clients.live(ctx.client.id);
+        if let Some(i) = ctx.commands.lookup(c.arg(0)) {
+            super::command::note_last(&me, ctx.commands, c, i, ctx.client.db);
+        }
+        let commands = ctx.commands;
+        let names = |p: u64| super::command::cmd_field(commands, p);
+        let text = if is(sub, "list") {
+            ctx.shared.clients.list(&names)
+        } else {
+            ctx.shared.clients.info_line(ctx.client.id, &names)
+        };
         reply::bulk(ctx.out, text.as_bytes());
     } else if is(sub, "unblock") && (c.len() == 3 || c.len() == 4) {
         let id = crate::cmd::int_arg(c.arg(2))?;
