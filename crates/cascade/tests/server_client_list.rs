@@ -80,4 +80,26 @@ fn db_and_cmd_fields() {
         info.contains(" db=3 ") && info.contains(" cmd=client|info "),
         "{info}"
     );
+    // Filters: ID (several), TYPE.
+    let id = info
+        .split(' ')
+        .find_map(|kv| kv.strip_prefix("id="))
+        .expect("id")
+        .to_string();
+    let only = b.cmd(&["CLIENT", "LIST", "ID", &id, "999999"]).text();
+    assert_eq!(only.lines().count(), 1, "{only}");
+    assert!(only.contains(&format!("id={id} ")), "{only}");
+    let normal = b.cmd(&["CLIENT", "LIST", "TYPE", "normal"]).text();
+    assert_eq!(normal.lines().count(), 2, "{normal}");
+    assert_eq!(b.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]).text(), "");
+    assert_eq!(b.cmd(&["CLIENT", "LIST", "TYPE", "replica"]).text(), "");
+    let err = |r: common::Reply| match r {
+        common::Reply::Error(e) => e,
+        r => panic!("{r:?}"),
+    };
+    assert_eq!(
+        err(b.cmd(&["CLIENT", "LIST", "ID", "x"])),
+        "ERR Invalid client ID"
+    );
+    assert!(err(b.cmd(&["CLIENT", "LIST", "TYPE", "x"])).starts_with("ERR Unknown client type"));
 }

@@ -216,6 +216,75 @@ fn set_name(ctx: &mut Ctx<'_>, name: Vec<u8>) -> CmdResult<()> {
     Ok(())
 }
 
+/// CLIENT LIST's filters: `TYPE normal|master|replica|slave|pubsub` and `ID id ...`.
+#[derive(Debug, Default)]
+struct ListFilter {
+    /// `Some(true)`: pub/sub clients only; `Some(false)`: the others; a replica or
+    /// master link is never in the list (the replication threads own those sockets).
+    pubsub: Option<bool>,
+    links: bool,
+    ids: Option<Vec<u64>>,
+}
+
+impl ListFilter {
+    /// Whether CLIENT LIST shows the client of line `l`.
+    fn admits(&self, l: &str) -> bool {
+        if self.links {
+            return false;
+        }
+        let field = |f: &str| l.split(' ').find_map(|kv| kv.strip_prefix(f));
+        if let Some(p) = self.pubsub {
+            if field("flags=").is_some_and(|f| f.contains('P')) != p {
+                return false;
+            }
+        }
+        match &self.ids {
+            Some(ids) => field("id=")
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|id| ids.contains(&id)),
+            None => true,
+        }
+    }
+}
+
+fn list_filter(c: &Command) -> CmdResult<ListFilter> {
+    let mut f = ListFilter::default();
+    let mut i = 2;
+    while i < c.len() {
+        if is(c.arg(i), "type") && i + 1 < c.len() {
+            let t = c.arg(i + 1).to_ascii_lowercase();
+            match t.as_slice() {
+                b"normal" => f.pubsub = Some(false),
+                b"pubsub" => f.pubsub = Some(true),
+                b"master" | b"replica" | b"slave" => f.links = true,
+                _ => {
+                    return Err(CmdError::err(format!(
+                        "Unknown client type '{}'",
+                        String::from_utf8_lossy(c.arg(i + 1))
+                    )))
+                }
+            }
+            i += 2;
+        } else if is(c.arg(i), "id") && i + 1 < c.len() {
+            let mut ids = Vec::new();
+            i += 1;
+            while i < c.len() {
+                let id = std::str::from_utf8(c.arg(i))
+                    .ok()
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| CmdError::err("Invalid client ID"))?;
+                ids.push(id);
+                i += 1;
+            }
+            f.ids = Some(ids);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(f)
+}
+
 fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
     // TRACKING, CACHING, GETREDIR, TRACKINGINFO: client-side caching (`crate::tracking`).
     if let Some(res) = crate::tracking::client_command(ctx, c) {
@@ -229,7 +298,12 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         reply::ok(ctx.out);
     } else if is(sub, "getname") && c.len() == 2 {
         reply::opt_bulk(ctx.out, ctx.client.name.as_deref());
-    } else if (is(sub, "list") || is(sub, "info")) && c.len() == 2 {
+    } else if is(sub, "list") || (is(sub, "info") && c.len() == 2) {
+        let keep = if is(sub, "list") {
+            list_filter(c)?
+        } else {
+            ListFilter::default()
+        };
         // The caller's own `cmd` is this command (the worker notes a command after it).
         let me = ctx.shared.clients.live(ctx.client.id);
         if let Some(i) = ctx.commands.lookup(c.arg(0)) {
@@ -238,7 +312,13 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         let commands = ctx.commands;
         let names = |p: u64| super::command::cmd_field(commands, p);
         let text = if is(sub, "list") {
-            ctx.shared.clients.list(&names)
+            let all = ctx.shared.clients.list(&names);
+            let mut text = String::with_capacity(all.len());
+            for l in all.lines().filter(|l| keep.admits(l)) {
+                text.push_str(l);
+                text.push('\n');
+            }
+            text
         } else {
             ctx.shared.clients.info_line(ctx.client.id, &names)
         };
