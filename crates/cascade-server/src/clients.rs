@@ -170,11 +170,17 @@ impl Clients {
         f
     }
 
-    /// `CLIENT LIST` text (`names`: the `cmd` field from [`Live::cmd`]).
-    pub(crate) fn list(&self, names: &dyn Fn(u64) -> String) -> String {
+    /// `CLIENT LIST` text (`names`: the `cmd` field from [`Live::cmd`]) of the clients
+    /// `keep` admits, given their id and whether they are subscribed.
+    pub(crate) fn list(
+        &self,
+        names: &dyn Fn(u64) -> String,
+        keep: &dyn Fn(u64, bool) -> bool,
+    ) -> String {
         self.map
             .lock()
             .iter()
+            .filter(|(id, e)| keep(**id, e.subs != (0, 0, 0)))
             .map(|(id, e)| Self::line(*id, e, names) + "\n")
             .collect()
     }
@@ -208,7 +214,7 @@ mod tests {
         let c = Clients::default();
         c.add(3, "127.0.0.1:5000".into(), "127.0.0.1:6380".into());
         c.set_name(3, Some(b"app".to_vec()));
-        let l = c.list(&|_| "NULL".to_string());
+        let l = c.list(&|_| "NULL".to_string(), &|_, _| true);
         for f in [
             "id=3 ",
             "addr=127.0.0.1:5000 ",
@@ -220,6 +226,6 @@ mod tests {
             assert!(l.contains(f), "{f} in {l}");
         }
         c.remove(3);
-        assert_eq!(c.list(&|_| String::new()), "");
+        assert_eq!(c.list(&|_| String::new(), &|_, _| true), "");
     }
 }

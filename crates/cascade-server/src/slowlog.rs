@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -82,9 +82,7 @@ impl SlowLog {
         let Some(args) = logged_args(cmd) else {
             return;
         };
-        let at = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let at = crate::keyspace::now_ms() / 1000;
         let max = usize::try_from(self.max_len.load(Ordering::Relaxed)).unwrap_or(usize::MAX);
         let mut inner = self.inner.lock();
         let id = inner.next_id;

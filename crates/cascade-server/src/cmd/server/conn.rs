@@ -227,23 +227,11 @@ struct ListFilter {
 }
 
 impl ListFilter {
-    /// Whether CLIENT LIST shows the client of line `l`.
-    fn admits(&self, l: &str) -> bool {
-        if self.links {
-            return false;
-        }
-        let field = |f: &str| l.split(' ').find_map(|kv| kv.strip_prefix(f));
-        if let Some(p) = self.pubsub {
-            if field("flags=").is_some_and(|f| f.contains('P')) != p {
-                return false;
-            }
-        }
-        match &self.ids {
-            Some(ids) => field("id=")
-                .and_then(|v| v.parse::<u64>().ok())
-                .is_some_and(|id| ids.contains(&id)),
-            None => true,
-        }
+    /// Whether CLIENT LIST shows client `id` (`pubsub`: it is subscribed).
+    fn admits(&self, id: u64, pubsub: bool) -> bool {
+        !self.links
+            && self.pubsub.is_none_or(|p| p == pubsub)
+            && self.ids.as_ref().is_none_or(|ids| ids.contains(&id))
     }
 }
 
@@ -312,13 +300,9 @@ fn client(ctx: &mut Ctx<'_>, c: &Command) -> CmdResult<()> {
         let commands = ctx.commands;
         let names = |p: u64| super::command::cmd_field(commands, p);
         let text = if is(sub, "list") {
-            let all = ctx.shared.clients.list(&names);
-            let mut text = String::with_capacity(all.len());
-            for l in all.lines().filter(|l| keep.admits(l)) {
-                text.push_str(l);
-                text.push('\n');
-            }
-            text
+            ctx.shared
+                .clients
+                .list(&names, &|id, pubsub| keep.admits(id, pubsub))
         } else {
             ctx.shared.clients.info_line(ctx.client.id, &names)
         };
